@@ -1,0 +1,1 @@
+"""Built-in rules, one per file; discovered by tracelint.engine.registry."""

@@ -1,0 +1,196 @@
+"""What a rule sees: the timeline plus shared, cached queries (launch joins, idle gaps,
+host context of a call, hardware counters over a window), so rules stay short and pure."""
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from ..timeline import intervals
+from ..timeline.model import Timeline
+from .finding import Evidence, Measure, Where
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .rule import Rule
+
+#: How to capture each missing source, quoted in "not captured" evidence.
+CAPTURE_HINTS = {
+    "gpu_metrics": ("nsys profile --gpu-metrics-devices=all (Turing or newer), or Nsight Compute: "
+                    "ncu --set full -k regex:{kernel} -o report; then pass --ncu report.csv "
+                    "(ncu --csv --page raw -i report.ncu-rep > report.csv)"),
+    "python_stacks": ("torch.profiler.profile(with_stack=True) (tracelint capture does this), "
+                      "or nsys profile --python-backtrace=cuda"),
+    "launch_config": ("a CUDA kernel trace with launch configuration: nsys profile -t cuda, or "
+                      "torch.profiler with ProfilerActivity.CUDA"),
+    "cuda": "nsys profile -t cuda,nvtx, or torch.profiler with ProfilerActivity.CUDA",
+    "nvtx": "annotate phases with torch.profiler.record_function / nvtx.annotate",
+}
+
+_USER_CODE_EXCLUDE = re.compile(
+    r"(site-packages|dist-packages|/lib/python\d|^<|torch/|/torch/|threading\.py|runpy\.py|"
+    r"contextlib\.py|built-in|importlib)")
+
+
+class Context:
+    def __init__(self, tl: Timeline, config: "Config | None" = None, ncu: pd.DataFrame | None = None):
+        self.tl = tl
+        self.config = config
+        self.ncu = ncu if ncu is not None else pd.DataFrame(columns=["kernel", "metric", "value", "unit", "launch"])
+
+    # ----- configuration -------------------------------------------------------------------
+    def severity_for(self, rule: "Rule"):
+        if self.config is not None:
+            return self.config.severity_for(rule)
+        return rule.severity
+
+    # ----- joins ---------------------------------------------------------------------------
+    def launch_index(self, table: str) -> np.ndarray:
+        """For each row of a GPU table, the api_calls row that launched it, or -1."""
+        return self._launch_index[table]
+
+    @cached_property
+    def _launch_index(self) -> dict[str, np.ndarray]:
+        out = {}
+        api = self.tl.api_calls
+        use_pid = self.tl.meta.format == "nsys-sqlite"
+        a_corr = api["correlation"].to_numpy()
+        a_key = (api["pid"].to_numpy() << 32) ^ a_corr if use_pid else a_corr
+        valid = a_corr >= 0
+        key_sorted_idx = np.flatnonzero(valid)[np.argsort(a_key[valid], kind="stable")]
+        keys_sorted = a_key[key_sorted_idx]
+        for table in ("kernels", "copies", "memsets"):
+            g = self.tl.table(table)
+            corr = g["correlation"].to_numpy()
+            g_key = (g["pid"].to_numpy() << 32) ^ corr if use_pid else corr
+            pos = np.searchsorted(keys_sorted, g_key)
+            pos_c = np.clip(pos, 0, max(len(keys_sorted) - 1, 0))
+            hit = (len(keys_sorted) > 0) & (corr >= 0)
+            if len(keys_sorted):
+                hit = hit & (keys_sorted[pos_c] == g_key)
+            out[table] = np.where(hit, key_sorted_idx[pos_c] if len(keys_sorted) else -1, -1)
+        return out
+
+    def device_gaps(self, device: int) -> tuple[np.ndarray, np.ndarray]:
+        """Idle gaps on a device between merged busy intervals (start, end arrays)."""
+        s, e = self.tl.busy_intervals(device)
+        return e[:-1], s[1:]
+
+    # ----- host context --------------------------------------------------------------------
+    @cached_property
+    def _ranges_by_thread(self) -> dict[tuple[int, int], pd.DataFrame]:
+        r = self.tl.ranges
+        if len(r) == 0:
+            return {}
+        r = r[r["kind"].isin(["nvtx", "annotation", "step"])]
+        return {k: v.sort_values("start") for k, v in r.groupby(["pid", "tid"], observed=True)}
+
+    @cached_property
+    def _steps(self) -> pd.DataFrame:
+        r = self.tl.ranges
+        return r[r["kind"] == "step"].sort_values("start") if len(r) else r
+
+    @cached_property
+    def _frames_by_thread(self) -> dict[tuple[int, int], pd.DataFrame]:
+        f = self.tl.python_frames
+        if len(f) == 0:
+            return {}
+        return {k: v for k, v in f.groupby(["pid", "tid"], observed=True)}
+
+    def where_for_host(self, pid: int, tid: int, t: int, **kw) -> Where:
+        """Where for a host time point: NVTX/annotation path, iteration, Python line."""
+        w = Where(pid=int(pid), tid=int(tid), rank=self.tl.meta.rank, **kw)
+        rr = self._ranges_by_thread.get((int(pid), int(tid)))
+        if rr is not None:
+            enc = rr[(rr["start"] <= t) & (rr["end"] > t)].sort_values(["depth", "start"])
+            w.nvtx_path = [str(n) for n in enc["name"] if not str(n).startswith("ProfilerStep#")]
+        w.iteration = self.iteration_at(t)
+        frame = self.python_frame_at(pid, tid, t)
+        if frame is not None:
+            w.file, w.line, w.function = frame
+        return w
+
+    def where_for_api(self, row: int, **kw) -> Where:
+        a = self.tl.api_calls
+        return self.where_for_host(int(a["pid"].iat[row]), int(a["tid"].iat[row]),
+                                   int(a["start"].iat[row]), **kw)
+
+    def iteration_at(self, t: int) -> int | None:
+        s = self._steps
+        if len(s) == 0:
+            return None
+        hit = s[(s["start"] <= t) & (s["end"] > t)]
+        return int(hit["step"].iat[0]) if len(hit) else None
+
+    def python_frame_at(self, pid: int, tid: int, t: int) -> tuple[str, int, str] | None:
+        """Innermost user-code Python frame on the thread at time t (skips library frames)."""
+        f = self._frames_by_thread.get((int(pid), int(tid)))
+        if f is None:
+            return None
+        enc = f[(f["start"] <= t) & (f["end"] >= t)].sort_values("depth", ascending=False)
+        for file, line, fn in zip(enc["file"], enc["line"], enc["function"]):
+            if not _USER_CODE_EXCLUDE.search(str(file)):
+                return str(file), int(line), str(fn)
+        return None
+
+    @property
+    def has_stacks(self) -> bool:
+        return len(self.tl.python_frames) > 0
+
+    def stack_evidence_hint(self) -> str:
+        return CAPTURE_HINTS["python_stacks"]
+
+    # ----- microarchitecture ---------------------------------------------------------------
+    def microarch(self, device: int | None, start: int, end: int,
+                  kernels: list[str] | None = None, expect: dict[str, str] | None = None) -> Evidence:
+        """Hardware-counter evidence over a window: GPU metric samples, else ncu results.
+
+        expect: metric-name regex -> "low" | "high", what the finding predicts; a sample mean
+        on the other side of 50 % marks the layer as contradicting the finding.
+        """
+        m = self.tl.metrics
+        if len(m):
+            sel = (m["ts"] >= start) & (m["ts"] <= end)
+            if device is not None and (m["device"] >= 0).any():
+                sel &= m["device"] == device
+            w = m[sel]
+            if len(w):
+                means = w.groupby("metric", observed=True)["value"].mean()
+                facts = {str(k): Measure(round(float(v), 2), "%") for k, v in means.items()}
+                supports = _expectation(means, expect)
+                top = ", ".join(f"{k} {v.value}%" for k, v in list(facts.items())[:4])
+                return Evidence.measured(f"{len(w)} GPU metric samples in the window: {top}",
+                                         supports=supports, **facts)
+        if kernels and len(self.ncu):
+            rows = self.ncu[self.ncu["kernel"].isin(kernels)]
+            if len(rows):
+                means = rows.groupby("metric")["value"].mean()
+                facts = {str(k): Measure(round(float(v), 3), str(rows[rows.metric == k]["unit"].iat[0] or ""))
+                         for k, v in means.items()}
+                supports = _expectation(means, expect)
+                return Evidence.measured(f"Nsight Compute: {len(rows)} metric rows for "
+                                         f"{rows['kernel'].nunique()} kernel(s)", supports=supports, **facts)
+        hint = CAPTURE_HINTS["gpu_metrics"].format(kernel=re.escape(kernels[0])[:60] if kernels else "NAME")
+        return Evidence.not_captured("No hardware counters in the trace for this window.", hint)
+
+    # ----- misc ----------------------------------------------------------------------------
+    def busy_in(self, device: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """ns of device busy time overlapping each [start, end) window."""
+        bs, be = self.tl.busy_intervals(device)
+        return intervals.overlap_each(start, end, bs, be)
+
+
+def _expectation(means: pd.Series, expect: dict[str, str] | None) -> bool | None:
+    if not expect:
+        return None
+    verdicts = []
+    for pattern, direction in expect.items():
+        for name, v in means.items():
+            if re.search(pattern, str(name), re.I):
+                verdicts.append(v < 50 if direction == "low" else v >= 50)
+    if not verdicts:
+        return None
+    return all(verdicts)

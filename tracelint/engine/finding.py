@@ -1,0 +1,167 @@
+"""Findings and their three evidence layers: the contract between rules and reporters.
+
+Every number a finding carries is a Measure with a unit, so reporters never guess units.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+
+class Layer(str, Enum):
+    SYSTEM = "system"
+    KERNEL = "kernel"
+    MICROARCH = "microarch"
+
+
+LAYERS = (Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A number with its unit: ns, bytes, %, count, GB/s, ratio, ..."""
+
+    value: float | int
+    unit: str
+
+    def to_dict(self) -> dict[str, Any]:
+        v = self.value
+        if isinstance(v, float) and v.is_integer() and self.unit in ("ns", "bytes", "count"):
+            v = int(v)
+        return {"value": v, "unit": self.unit}
+
+
+@dataclass
+class Evidence:
+    """One layer's evidence: measured facts, or why it is missing and how to capture it.
+
+    status: measured | not_captured | not_applicable
+    """
+
+    status: str
+    summary: str = ""
+    facts: dict[str, Measure] = field(default_factory=dict)
+    capture_hint: str | None = None
+    # True when the measured facts support the finding, False when they contradict it,
+    # None when they neither support nor contradict (or nothing was measured).
+    supports: bool | None = None
+
+    @classmethod
+    def measured(cls, summary: str, supports: bool | None = True, **facts: Measure) -> "Evidence":
+        return cls("measured", summary, dict(facts), None, supports)
+
+    @classmethod
+    def not_captured(cls, summary: str, capture_hint: str) -> "Evidence":
+        return cls("not_captured", summary, {}, capture_hint, None)
+
+    @classmethod
+    def not_applicable(cls, summary: str) -> "Evidence":
+        return cls("not_applicable", summary, {}, None, None)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"status": self.status, "summary": self.summary,
+                             "facts": {k: m.to_dict() for k, m in self.facts.items()}}
+        if self.capture_hint:
+            d["capture_hint"] = self.capture_hint
+        if self.supports is not None:
+            d["supports"] = self.supports
+        return d
+
+
+@dataclass
+class Where:
+    """Where a finding happened; None for what the trace cannot say."""
+
+    device: int | None = None
+    stream: int | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+    pid: int | None = None
+    tid: int | None = None
+    nvtx_path: list[str] = field(default_factory=list)
+    iteration: int | None = None
+    file: str | None = None
+    line: int | None = None
+    function: str | None = None
+    kernel: str | None = None
+    rank: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, [])}
+
+
+VERDICT_ADVICE = {
+    "agree": "The measured layers agree: act on the finding.",
+    "conflict": ("The layers disagree: measure the workload and its shape distribution "
+                 "(per-bucket latency, kernel shapes) before changing kernels."),
+    "partial": ("Only some layers were captured: the finding rests on them alone; capture "
+                "the missing layers (see each layer's hint) before a costly change."),
+}
+
+
+@dataclass
+class Finding:
+    rule: str                      # TL001
+    slug: str                      # launch-gap
+    title: str
+    severity: Severity
+    message: str                   # one sentence with the key numbers
+    impact_ns: int                 # time lost (or at stake), ns
+    span_ns: int                   # the denominator for impact_share
+    where: Where
+    evidence: dict[Layer, Evidence]
+    fix: str = ""
+    counter_example: str = ""
+    occurrences: int = 1           # how many instances this finding aggregates
+    windows: list[tuple[int, int]] = field(default_factory=list)   # top instance windows, ns
+    metrics: dict[str, Measure] = field(default_factory=dict)      # headline numbers
+    cases: list[dict[str, Any]] = field(default_factory=list)      # matched case-library entries
+    key: str = ""                  # rule-chosen stable identity (kernel name, api, bucket)
+
+    @property
+    def impact_share(self) -> float:
+        return self.impact_ns / self.span_ns if self.span_ns > 0 else 0.0
+
+    @property
+    def verdict(self) -> str:
+        measured = [e for e in self.evidence.values() if e.status == "measured"]
+        if any(e.supports is False for e in measured):
+            return "conflict"
+        missing = [e for e in self.evidence.values() if e.status == "not_captured"]
+        return "partial" if missing else "agree"
+
+    def fingerprint(self) -> str:
+        """Stable across runs of the same workload: no timestamps, only identity."""
+        w = self.where
+        parts = [self.rule, self.key, str(w.rank), str(w.device), str(w.stream),
+                 "/".join(w.nvtx_path), w.file or "", str(w.line or "")]
+        return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule, "slug": self.slug, "title": self.title,
+            "severity": self.severity.value, "message": self.message,
+            "impact_ns": int(self.impact_ns),
+            "impact_share": round(self.impact_share, 6),
+            "occurrences": self.occurrences,
+            "where": self.where.to_dict(),
+            "windows": [{"start_ns": int(s), "end_ns": int(e)} for s, e in self.windows],
+            "metrics": {k: m.to_dict() for k, m in self.metrics.items()},
+            "evidence": {layer.value: self.evidence[layer].to_dict() for layer in LAYERS
+                         if layer in self.evidence},
+            "verdict": self.verdict, "verdict_advice": VERDICT_ADVICE[self.verdict],
+            "fix": self.fix, "counter_example": self.counter_example,
+            "cases": self.cases, "fingerprint": self.fingerprint(),
+        }

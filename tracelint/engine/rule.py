@@ -1,0 +1,81 @@
+"""The Rule base class: metadata as plain class attributes, a docstring that is the
+rule's documentation, a frozen Options dataclass of thresholds, and a pure check()."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from typing import TYPE_CHECKING, ClassVar, Iterator
+
+from .finding import Finding, Layer, Severity
+
+if TYPE_CHECKING:
+    from .context import Context
+
+DOC_SECTIONS = ("What it detects", "Why it hurts", "Evidence", "Fix",
+                "Counter-example (when it does not apply)")
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """This rule has no thresholds."""
+
+
+class Rule:
+    """Base class. Subclasses set the metadata and implement check(ctx)."""
+
+    id: ClassVar[str] = ""
+    slug: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    severity: ClassVar[Severity] = Severity.WARNING
+    groups: ClassVar[frozenset[str]] = frozenset()
+    layers: ClassVar[frozenset[Layer]] = frozenset({Layer.SYSTEM})
+    # Timeline tables the rule cannot run without (any one non-empty is enough).
+    needs: ClassVar[frozenset[str]] = frozenset({"kernels"})
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, options=None):
+        self.options = options if options is not None else self.Options()
+
+    def check(self, ctx: "Context") -> Iterator[Finding]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ----- documentation -----------------------------------------------------------------
+    @classmethod
+    def doc(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        return cls.doc().split("\n", 1)[0]
+
+    @classmethod
+    def section(cls, name: str) -> str:
+        """Text of one docstring section ('Fix', 'Why it hurts', ...), '' when absent."""
+        doc = cls.doc()
+        names = "|".join(re.escape(s) for s in (*DOC_SECTIONS, "Options", "References"))
+        m = re.search(rf"^{re.escape(name)}:\s*(.*?)(?=^(?:{names}):|\Z)", doc, re.S | re.M)
+        return " ".join(m.group(1).split()) if m else ""
+
+    @classmethod
+    def option_docs(cls) -> list[tuple[str, object, str]]:
+        """(name, default, description) per threshold; descriptions live in field metadata."""
+        out = []
+        for f in dataclasses.fields(cls.Options):
+            default = f.default if f.default is not dataclasses.MISSING else None
+            out.append((f.name, default, f.metadata.get("help", "")))
+        return out
+
+    # ----- helpers for subclasses --------------------------------------------------------
+    def finding(self, ctx: "Context", **kw) -> Finding:
+        """A Finding pre-filled with this rule's metadata, fix and counter-example."""
+        kw.setdefault("fix", self.section("Fix"))
+        kw.setdefault("counter_example", self.section("Counter-example (when it does not apply)"))
+        kw.setdefault("span_ns", ctx.tl.span_ns)
+        kw.setdefault("severity", ctx.severity_for(self))
+        return Finding(rule=self.id, slug=self.slug, title=self.title, **kw)
+
+
+def option(default, help: str):
+    """A threshold with its one-line description (used by docs and config validation)."""
+    return dataclasses.field(default=default, metadata={"help": help})

@@ -1,0 +1,76 @@
+"""Format detection by content (never by extension) and dispatch to one importer per format."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import TraceFormatError
+from ..timeline.model import Timeline
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+NSYS_REP_MAGICS = (b"QDREP", b"NSYS")
+
+
+def sniff(path: Path) -> str:
+    """Return 'nsys-sqlite', 'kineto-json' or 'nsys-rep' from the file's first bytes."""
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: is a directory, not a trace file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not head:
+        raise TraceFormatError(f"{path}: empty file")
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if head.startswith(GZIP_MAGIC):
+        return "kineto-json"   # gzip: only Kineto traces are gzipped among our formats
+    stripped = head.lstrip()
+    if stripped[:1] in (b"{", b"["):
+        return "kineto-json"
+    if path.suffix in (".nsys-rep", ".qdrep") or any(m in head[:64] for m in NSYS_REP_MAGICS):
+        return "nsys-rep"
+    raise TraceFormatError(
+        f"{path}: not a recognised trace (expected an Nsight Systems SQLite export, a "
+        "torch.profiler JSON/JSON.gz trace, or a .nsys-rep)")
+
+
+def load(path: str | os.PathLike, progress=None) -> Timeline:
+    """Load any supported trace into a Timeline. Raises TraceFormatError on bad input."""
+    p = Path(path)
+    fmt = sniff(p)
+    if fmt == "nsys-rep":
+        p = export_nsys_rep(p)
+        fmt = "nsys-sqlite"
+    if fmt == "nsys-sqlite":
+        from .nsys_sqlite import load_nsys_sqlite
+        tl = load_nsys_sqlite(p, progress=progress)
+    else:
+        from .kineto_json import load_kineto
+        tl = load_kineto(p, progress=progress)
+    tl.meta.source = str(path)
+    return tl
+
+
+def export_nsys_rep(path: Path) -> Path:
+    """Export a .nsys-rep/.qdrep to SQLite with the nsys CLI into a temp dir (input untouched)."""
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise TraceFormatError(
+            f"{path}: an Nsight Systems report; export it first with "
+            f"`nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}` "
+            "(nsys is not on PATH)")
+    out = Path(tempfile.mkdtemp(prefix="tracelint-")) / (path.stem + ".sqlite")
+    res = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
+                          "-o", str(out), str(path)], capture_output=True, text=True)
+    if res.returncode != 0 or not out.exists():
+        msg = (res.stderr or res.stdout).strip().splitlines()
+        raise TraceFormatError(f"{path}: nsys export failed: {msg[-1] if msg else res.returncode}")
+    return out

@@ -1,0 +1,110 @@
+"""Name classification, done once here so rules never regex raw names themselves.
+
+Kernel classes and API roles are documented, ordered pattern lists: the first match wins.
+They cover CUDA and ROCm/HIP names, NCCL and RCCL, and common serving-engine kernels.
+Classification runs over the distinct names of a categorical column only, so a million
+kernels with a thousand names cost a thousand regex matches.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+#: (class, pattern) in priority order. Patterns are case-insensitive regexes over the full
+#: (demangled) kernel name.
+KERNEL_CLASSES: Sequence[tuple[str, str]] = (
+    ("communication", r"nccl|rccl|all_?reduce|allgather|all_gather|reduce_?scatter|alltoall|"
+                      r"all_to_all|cross_device_reduce|multimem|nvls|deep_?ep|dispatch_kernel|"
+                      r"combine_kernel|custom_ar|one_shot_all|two_shot_all|msccl"),
+    ("dequant", r"dequant|quantize|unpack_?int|int4|w4a16|awq|gptq|marlin|fp8_?cast|"
+                r"scaled_fp8|cast_fp8|_quant_|quant_kernel|fp4"),
+    ("attention", r"flash|fmha|attention|attn|sdpa|paged_?kv|mha_|softmax_?warp"),
+    ("gemm", r"gemm|matmul|sgemm|hgemm|dgemm|igemm|cutlass|cublas|xmma|wgmma|mma_|"
+             r"Cijk_|hipblaslt|rocblas|ampere_.*(?:gemm|nn|nt|tn|tt)|volta_.*(?:gemm|nn|nt|tn)|"
+             r"turing_.*(?:gemm|nn|nt|tn)|sm\d+_xmma|implicit_gemm|conv|cudnn|winograd|"
+             r"fprop|dgrad|wgrad|miopen|igemm"),
+    ("layout", r"transpose|permute|contiguous|copy_kernel|CatArrayBatchedCopy|"
+               r"im2col|col2im|nchwToNhwc|nhwcToNchw|layout|reorder|pad_kernel|"
+               r"direct_copy_kernel|unrolled_elementwise_kernel.*copy|batched_transpose"),
+    ("reduction", r"reduce_kernel|reduction|layer_?norm|rms_?norm|batch_?norm|group_?norm|"
+                  r"softmax|argmax|topk|sort|scan|cumsum|welford"),
+    ("memory", r"^memcpy|^memset|fill_kernel|FillFunctor|zero_"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|triton_poi|activation|gelu|"
+                    r"relu|silu|add_kernel|mul_kernel|index_|scatter|gather|embedding"),
+)
+
+KERNEL_CLASS_NAMES = tuple(c for c, _ in KERNEL_CLASSES) + ("other",)
+
+_KERNEL_RES = [(c, re.compile(p, re.IGNORECASE)) for c, p in KERNEL_CLASSES]
+
+#: Host API roles. Names are matched after version suffixes are stripped.
+API_ROLES: Sequence[tuple[str, str]] = (
+    ("launch", r"^(cuda|hip)(Launch(Kernel|Cooperative|HostFunc)\w*|ExtLaunch\w*|"
+               r"ModuleLaunch\w*|ExtModuleLaunch\w*|GraphLaunch\w*)$|^cuLaunch\w*$|"
+               r"^cuGraphLaunch\w*$|^hipExtModuleLaunchKernel$|^hipModuleLaunchKernel$"),
+    ("sync", r"Synchronize|^(cuda|hip)StreamWaitEvent$|^cuStreamWaitEvent$|"
+             r"^(cuda|hip)StreamQuery$|^(cuda|hip)EventQuery$"),
+    ("copy", r"^(cuda|hip)Memcpy\w*|^cuMemcpy\w*|^hipMemcpyWithStream$"),
+    ("memset", r"^(cuda|hip)Memset\w*|^cuMemset\w*"),
+    ("alloc", r"^(cuda|hip)(Malloc|Free|HostAlloc|HostRegister|MallocAsync|FreeAsync|"
+              r"MallocHost|FreeHost|MallocManaged)\w*$|^cuMem(Alloc|Free|HostAlloc|Create|"
+              r"Release|Map|Unmap|AddressReserve)\w*$"),
+)
+
+_API_RES = [(c, re.compile(p)) for c, p in API_ROLES]
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+
+def strip_api_version(name: str) -> str:
+    """cudaLaunchKernel_v7000 -> cudaLaunchKernel; driver names keep their _v2 (they have none)."""
+    return _VERSION_SUFFIX.sub("", name) if name.startswith(("cuda", "hip")) else name
+
+
+def kernel_class(name: str) -> str:
+    for cls, rx in _KERNEL_RES:
+        if rx.search(name):
+            return cls
+    return "other"
+
+
+def api_role(name: str) -> str:
+    for role, rx in _API_RES:
+        if rx.search(name):
+            return role
+    return "other"
+
+
+def sync_kind(name: str) -> str:
+    """Kind of a host sync call, by API name (reliable across nsys versions, unlike syncType)."""
+    n = name.lower()
+    if "devicesynchronize" in n or "ctxsynchronize" in n:
+        return "device"
+    if "streamsynchronize" in n:
+        return "stream"
+    if "streamwaitevent" in n:
+        return "stream_wait_event"
+    if "eventsynchronize" in n:
+        return "event"
+    if "query" in n:
+        return "query"
+    return "other"
+
+
+def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categorical:
+    """Apply fn to each distinct category of a categorical, mapping codes back vectorised."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    if not isinstance(cat, pd.Categorical):
+        cat = pd.Categorical(cat)
+    labels = np.array([fn(str(c)) for c in cat.categories], dtype=object)
+    if len(labels) == 0:
+        return pd.Categorical(np.array([], dtype=object))
+    codes = cat.codes
+    out = labels[np.where(codes >= 0, codes, 0)]
+    return pd.Categorical(out)
+
+
+def is_communication(names: Iterable[str]) -> np.ndarray:
+    return np.array([kernel_class(n) == "communication" for n in names], dtype=bool)

@@ -1,0 +1,118 @@
+"""Vectorised interval algebra on (start, end) int64 arrays: the toolkit every rule uses."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals as sorted, disjoint (start, end) arrays. Touching intervals merge."""
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    if len(start) == 0:
+        return start.copy(), end.copy()
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], np.maximum(end[order], start[order])
+    running_end = np.maximum.accumulate(e)
+    new_block = np.r_[True, s[1:] > running_end[:-1]]
+    idx = np.flatnonzero(new_block)
+    block_end = np.maximum.reduceat(e, idx)
+    return s[idx], block_end
+
+
+def gaps(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Idle intervals between merged busy intervals (none before the first or after the last)."""
+    s, e = merge(start, end)
+    return e[:-1], s[1:]
+
+
+def total(start: np.ndarray, end: np.ndarray) -> int:
+    s, e = merge(start, end)
+    return int((e - s).sum())
+
+
+def overlap_each(qs: np.ndarray, qe: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
+    """For each query interval, the ns it overlaps the union (bs, be) (must be merged+sorted).
+
+    Uses a prefix sum of busy time: overlap = covered(qe) - covered(qs), where covered(t) is the
+    busy time before t. O((n + m) log m).
+    """
+    qs = np.asarray(qs, dtype=np.int64)
+    qe = np.asarray(qe, dtype=np.int64)
+    if len(bs) == 0 or len(qs) == 0:
+        return np.zeros(len(qs), dtype=np.int64)
+    cum = np.r_[0, np.cumsum(be - bs)]
+    return covered_before(qe, bs, be, cum) - covered_before(qs, bs, be, cum)
+
+
+def covered_before(t: np.ndarray, bs: np.ndarray, be: np.ndarray, cum: np.ndarray) -> np.ndarray:
+    """Busy time of merged intervals (bs, be) strictly before each time t."""
+    i = np.searchsorted(bs, t, side="right")  # intervals starting at or before t
+    full = cum[np.maximum(i - 1, 0)]
+    last = np.where(i > 0, np.minimum(t, be[np.maximum(i - 1, 0)]) - bs[np.maximum(i - 1, 0)], 0)
+    return np.where(i > 0, full + np.maximum(last, 0), 0)
+
+
+def contains_count(points: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each interval, how many of the sorted points fall in [start, end)."""
+    points = np.asarray(points)
+    return np.searchsorted(points, end, side="left") - np.searchsorted(points, start, side="left")
+
+
+def innermost_enclosing(t: np.ndarray, group_t: np.ndarray, start: np.ndarray, end: np.ndarray,
+                        group: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Index of the deepest interval of the same group enclosing each time t, or -1.
+
+    Intervals must be well nested per group. Works level by level from the deepest, so it
+    costs O(levels * n log n) and no Python loop over events.
+    """
+    t = np.asarray(t, dtype=np.int64)
+    out = np.full(len(t), -1, dtype=np.int64)
+    if len(start) == 0 or len(t) == 0:
+        return out
+    group = np.asarray(group, dtype=np.int64)
+    group_t = np.asarray(group_t, dtype=np.int64)
+    for level in range(int(depth.max()), -1, -1):
+        todo = out < 0
+        if not todo.any():
+            break
+        idx = np.flatnonzero(depth == level)
+        if len(idx) == 0:
+            continue
+        order = np.lexsort((start[idx], group[idx]))
+        idx = idx[order]
+        gs, ss = group[idx], start[idx]
+        # search (group, t) among (group, start) of this level
+        q = np.flatnonzero(todo)
+        lo = np.searchsorted(gs, group_t[q], side="left")
+        hi = np.searchsorted(gs, group_t[q], side="right")
+        # within the group's slice, last interval starting at or before t
+        pos = np.empty(len(q), dtype=np.int64)
+        for_same = hi > lo
+        pos[:] = -1
+        if for_same.any():
+            # offset search: starts within [lo, hi)
+            qq = np.flatnonzero(for_same)
+            k = _search_in_slices(ss, lo[qq], hi[qq], t[q[qq]])
+            pos[qq] = k
+        ok = pos >= 0
+        cand = idx[np.clip(pos, 0, None)]
+        hit = ok & (start[cand] <= t[q]) & (end[cand] > t[q])
+        out[q[hit]] = cand[hit]
+    return out
+
+
+def _search_in_slices(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per query, the last index in values[lo:hi] with value <= t, or -1. values sorted per slice."""
+    # Binary search vectorised over queries.
+    left = lo.copy()
+    right = hi.copy()  # search in [left, right)
+    while True:
+        active = left < right
+        if not active.any():
+            break
+        mid = (left + right) // 2
+        go_right = active & (values[np.minimum(mid, len(values) - 1)] <= t)
+        left = np.where(go_right, mid + 1, left)
+        right = np.where(active & ~go_right, mid, right)
+    res = left - 1
+    return np.where(res >= lo, res, -1)

@@ -1,0 +1,187 @@
+"""The unified Timeline: columnar tables every importer fills and every rule reads."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from . import classify, intervals
+from .schema import GPU_ACTIVITY_TABLES, TABLES, empty_table
+
+
+@dataclass
+class Device:
+    """One GPU as the trace describes it; None where the source does not say."""
+
+    id: int
+    name: str | None = None
+    vendor: str | None = None           # nvidia | amd | None
+    sm_count: int | None = None
+    memory_bytes: int | None = None
+    memory_bandwidth_bps: float | None = None   # peak DRAM bytes/s
+    clock_hz: float | None = None
+    compute_capability: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Meta:
+    """What the trace is and what it captured.
+
+    captured: names of sources that were recorded (cuda, nvtx, osrt, python_stacks,
+    gpu_metrics, shapes, ...). A table that is empty while its source is captured means
+    "none happened"; empty and not captured means "not captured".
+    """
+
+    source: str = ""
+    format: str = ""                 # "nsys-sqlite" | "kineto-json"
+    format_version: str = ""         # nsys exporter version, or Kineto schemaVersion
+    producer: str = ""               # e.g. "PyTorch 2.3.0", "Nsight Systems 2024.5.1"
+    devices: list[Device] = field(default_factory=list)
+    rank: int | None = None
+    world_size: int | None = None
+    captured: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)   # inferences and importer warnings
+    raw_event_counts: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def device(self, device_id: int) -> Device | None:
+        return next((d for d in self.devices if d.id == device_id), None)
+
+
+@dataclass
+class Timeline:
+    """Columnar tables (see schema.TABLES) plus metadata; times are integer ns."""
+
+    kernels: pd.DataFrame = field(default_factory=lambda: empty_table("kernels"))
+    copies: pd.DataFrame = field(default_factory=lambda: empty_table("copies"))
+    memsets: pd.DataFrame = field(default_factory=lambda: empty_table("memsets"))
+    api_calls: pd.DataFrame = field(default_factory=lambda: empty_table("api_calls"))
+    ranges: pd.DataFrame = field(default_factory=lambda: empty_table("ranges"))
+    syncs: pd.DataFrame = field(default_factory=lambda: empty_table("syncs"))
+    metrics: pd.DataFrame = field(default_factory=lambda: empty_table("metrics"))
+    python_frames: pd.DataFrame = field(default_factory=lambda: empty_table("python_frames"))
+    meta: Meta = field(default_factory=Meta)
+
+    # ----- basic facts -------------------------------------------------------------------
+    def table(self, name: str) -> pd.DataFrame:
+        if name not in TABLES:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    @property
+    def has_gpu_activity(self) -> bool:
+        return any(len(self.table(t)) for t in GPU_ACTIVITY_TABLES)
+
+    @cached_property
+    def gpu_activity(self) -> pd.DataFrame:
+        """Kernels, copies and memsets in one frame, sorted by (device, start).
+
+        Columns: device, stream, start, end, correlation, name, table, row (row in its table).
+        """
+        parts = []
+        for t in GPU_ACTIVITY_TABLES:
+            df = self.table(t)
+            if len(df):
+                parts.append(pd.DataFrame({
+                    "device": df["device"].to_numpy(), "stream": df["stream"].to_numpy(),
+                    "start": df["start"].to_numpy(), "end": df["end"].to_numpy(),
+                    "correlation": df["correlation"].to_numpy(),
+                    "name": df["name"].array,
+                    "table": t, "row": np.arange(len(df), dtype=np.int64),
+                }))
+        if not parts:
+            return pd.DataFrame({"device": pd.Series([], dtype="int64"),
+                                 "stream": pd.Series([], dtype="int64"),
+                                 "start": pd.Series([], dtype="int64"),
+                                 "end": pd.Series([], dtype="int64"),
+                                 "correlation": pd.Series([], dtype="int64"),
+                                 "name": pd.Series([], dtype="category"),
+                                 "table": pd.Series([], dtype=object),
+                                 "row": pd.Series([], dtype="int64")})
+        names = union_categoricals([p["name"].array for p in parts], ignore_order=True)
+        out = pd.concat(parts, ignore_index=True)
+        out["name"] = names
+        return out.sort_values(["device", "start"], kind="stable", ignore_index=True)
+
+    @cached_property
+    def span(self) -> tuple[int, int]:
+        """(first start, last end) over every timed table, in ns; (0, 0) when empty."""
+        lo, hi = [], []
+        for t in TABLES:
+            df = self.table(t)
+            if len(df) == 0:
+                continue
+            col_s = "ts" if t == "metrics" else "start"
+            col_e = "ts" if t == "metrics" else "end"
+            lo.append(int(df[col_s].min()))
+            hi.append(int(df[col_e].max()))
+        return (min(lo), max(hi)) if lo else (0, 0)
+
+    @property
+    def span_ns(self) -> int:
+        return self.span[1] - self.span[0]
+
+    @cached_property
+    def kernel_class(self) -> pd.Categorical:
+        """Class of every kernel row (gemm, attention, communication, dequant, ...)."""
+        return classify.classify_categorical(self.kernels["name"], classify.kernel_class)
+
+    @cached_property
+    def api_role(self) -> pd.Categorical:
+        """Role of every api_calls row (launch, sync, copy, memset, alloc, other)."""
+        return classify.classify_categorical(self.api_calls["name"], classify.api_role)
+
+    def devices_in_use(self) -> list[int]:
+        ids: set[int] = set()
+        for t in GPU_ACTIVITY_TABLES:
+            ids.update(int(x) for x in self.table(t)["device"].unique())
+        return sorted(ids)
+
+    def busy_intervals(self, device: int) -> tuple[np.ndarray, np.ndarray]:
+        """Merged busy intervals on one device (union of kernels, copies, memsets)."""
+        g = self.gpu_activity
+        sel = g["device"].to_numpy() == device
+        return intervals.merge(g["start"].to_numpy()[sel], g["end"].to_numpy()[sel])
+
+    def gpu_busy_fraction(self, device: int) -> float:
+        """Busy time over the device's own active window (first to last activity)."""
+        s, e = self.busy_intervals(device)
+        if len(s) == 0:
+            return 0.0
+        window = int(e.max() - s.min())
+        return float((e - s).sum() / window) if window > 0 else 1.0
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "kernels": len(self.kernels), "copies": len(self.copies),
+            "memsets": len(self.memsets), "api_calls": len(self.api_calls),
+            "ranges": len(self.ranges), "syncs": len(self.syncs),
+            "metrics": len(self.metrics), "python_frames": len(self.python_frames),
+        }
+
+    def correlation_resolved_fraction(self) -> float | None:
+        """Share of kernels whose correlation id matches a host API call (None: no kernels)."""
+        if len(self.kernels) == 0:
+            return None
+        k = self.kernels
+        a = self.api_calls
+        if len(a) == 0:
+            return 0.0
+        key_k = k["correlation"].to_numpy()
+        key_a = a["correlation"].to_numpy()
+        if (k["pid"] >= 0).all() and (a["pid"] >= 0).all() and self.meta.format == "nsys-sqlite":
+            key_k = (k["pid"].to_numpy() << 32) ^ key_k
+            key_a = (a["pid"].to_numpy() << 32) ^ key_a
+        return float(np.isin(key_k, key_a[key_a >= 0]).mean())
+
+    def graph(self, **kwargs):
+        """The networkx view (launch, nesting, stream order); see timeline.graph."""
+        from .graph import build_graph
+        return build_graph(self, **kwargs)

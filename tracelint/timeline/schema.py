@@ -1,0 +1,115 @@
+"""The columns of every Timeline table: the one contract between importers and rules.
+
+All times are integer nanoseconds on the trace's own time base (Kineto: epoch; nsys: session
+timeline). Integer columns use -1 for "not in the source". String columns with few distinct
+values (names, kinds) are pandas categoricals, so a million kernels cost a few MB of names.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+I64 = "int64"
+F64 = "float64"
+CAT = "category"
+STR = "object"
+BOOL = "bool"
+
+#: table name -> {column: dtype}. Importers fill these columns and no others; extra
+#: importer-specific data goes into Timeline.meta.
+TABLES: Mapping[str, Mapping[str, str]] = {
+    # GPU kernels, one row per launch executed on a device.
+    "kernels": {
+        "device": I64, "stream": I64, "start": I64, "end": I64, "name": CAT,
+        "correlation": I64, "pid": I64,
+        "grid_x": I64, "grid_y": I64, "grid_z": I64,
+        "block_x": I64, "block_y": I64, "block_z": I64,
+        "registers_per_thread": I64, "static_smem": I64, "dynamic_smem": I64,
+        "local_mem_per_thread": I64,
+        "graph_launched": BOOL,
+    },
+    # Memory copies. kind: H2D D2H D2D P2P H2H other.  src_kind/dst_kind: pageable pinned
+    # device managed array unknown.
+    "copies": {
+        "device": I64, "stream": I64, "start": I64, "end": I64, "name": CAT,
+        "correlation": I64, "pid": I64, "bytes": I64,
+        "kind": CAT, "src_kind": CAT, "dst_kind": CAT,
+    },
+    "memsets": {
+        "device": I64, "stream": I64, "start": I64, "end": I64, "name": CAT,
+        "correlation": I64, "pid": I64, "bytes": I64, "mem_kind": CAT,
+    },
+    # Host-side CUDA / HIP runtime and driver calls. name has version suffixes stripped
+    # (cudaLaunchKernel_v7000 -> cudaLaunchKernel). api: runtime | driver.
+    "api_calls": {
+        "pid": I64, "tid": I64, "start": I64, "end": I64, "name": CAT,
+        "correlation": I64, "api": CAT, "external_id": I64,
+    },
+    # CPU-side ranges: framework ops, NVTX ranges, user annotations, iterations, GPU-side
+    # annotation ranges. kind: op | nvtx | annotation | step | gpu_annotation.
+    # depth/parent: nesting per (pid, tid), rebuilt from time containment; parent is the row
+    # position of the enclosing range or -1. step: iteration number for kind == step, else -1.
+    "ranges": {
+        "pid": I64, "tid": I64, "start": I64, "end": I64, "name": CAT, "kind": CAT,
+        "depth": I64, "parent": I64, "external_id": I64, "step": I64,
+        "device": I64, "stream": I64,
+    },
+    # GPU-side synchronisation records (nsys CUPTI SYNCHRONIZATION, Kineto cuda_sync).
+    # sync_type: device | stream | event | stream_wait_event | unknown. Host-side sync calls
+    # are api_calls rows; rules classify them by name (see classify.py).
+    "syncs": {
+        "device": I64, "stream": I64, "start": I64, "end": I64, "pid": I64, "tid": I64,
+        "correlation": I64, "sync_type": CAT, "name": CAT,
+    },
+    # Hardware-metric samples (nsys GPU_METRICS, Kineto counters). value in the metric's unit.
+    "metrics": {"device": I64, "ts": I64, "metric": CAT, "value": F64},
+    # Python frames from stacks (Kineto python_function events): file:line and function.
+    "python_frames": {
+        "pid": I64, "tid": I64, "start": I64, "end": I64, "file": CAT, "line": I64,
+        "function": CAT, "depth": I64, "parent": I64,
+    },
+}
+
+#: Tables of device activity: busy time on a device is the union of these.
+GPU_ACTIVITY_TABLES = ("kernels", "copies", "memsets")
+
+
+def empty_table(table: str) -> pd.DataFrame:
+    """An empty frame with the table's columns and dtypes."""
+    return pd.DataFrame({c: pd.Series([], dtype=d) for c, d in TABLES[table].items()})
+
+
+def make_table(table: str, columns: Mapping[str, object], n: int | None = None) -> pd.DataFrame:
+    """Build a table from column arrays; missing columns get their "unknown" value.
+
+    Raises KeyError for a column not in the schema, so importer typos fail loudly.
+    """
+    spec = TABLES[table]
+    unknown = set(columns) - set(spec)
+    if unknown:
+        raise KeyError(f"{table}: columns not in schema: {sorted(unknown)}")
+    if n is None:
+        n = len(next(iter(columns.values()))) if columns else 0
+    data = {}
+    for col, dtype in spec.items():
+        if col in columns:
+            values = columns[col]
+            if dtype == CAT:
+                data[col] = values if isinstance(values, pd.Categorical) else pd.Categorical(values)
+            elif dtype == STR:
+                data[col] = pd.Series(values, dtype=object)
+            else:
+                data[col] = np.asarray(values).astype(dtype, copy=False)
+        elif dtype == I64:
+            data[col] = np.full(n, -1, dtype=np.int64)
+        elif dtype == F64:
+            data[col] = np.full(n, np.nan)
+        elif dtype == BOOL:
+            data[col] = np.zeros(n, dtype=bool)
+        elif dtype == CAT:
+            data[col] = pd.Categorical(["unknown"] * n) if n else pd.Categorical([])
+        else:
+            data[col] = pd.Series([None] * n, dtype=object)
+    return pd.DataFrame(data)
