@@ -1,0 +1,65 @@
+"""The `tracelint` command: one small Typer app per command module, composed here.
+
+Errors the user can fix (bad input, bad options) print one line and exit 2; never a traceback.
+"""
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from .. import __version__
+from ..errors import TracelintError
+
+app = typer.Typer(
+    name="tracelint", no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Trace analysis and anti-pattern linter for GPU / AI workloads "
+         "(Nsight Systems SQLite, torch.profiler / Kineto JSON).")
+
+err_console = Console(stderr=True, highlight=False)
+
+
+def _version(value: bool):
+    if value:
+        print(f"tracelint {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")):
+    """tracelint: lint GPU/AI traces for performance anti-patterns."""
+
+
+def _register() -> None:
+    from . import info, lint, rules  # noqa: F401  (each module adds its commands to `app`)
+    for optional in ("diff", "case", "capture", "redact", "gate"):
+        try:
+            __import__(f"{__package__}.{optional}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{optional}":
+                raise
+
+
+def fail(message: str) -> "typer.Exit":
+    """Print a one-line error and return the exit-2 exception to raise."""
+    err_console.print(f"[bold red]tracelint: error:[/] {message}", markup=True, highlight=False,
+                      soft_wrap=True)
+    return typer.Exit(2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _register()
+    try:
+        app(args=argv, standalone_mode=True)
+    except TracelintError as exc:
+        err_console.print(f"tracelint: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("tracelint: interrupted", markup=False)
+        sys.exit(130)
+    except MemoryError:
+        err_console.print("tracelint: error: out of memory while reading the trace", markup=False)
+        sys.exit(2)

@@ -1,0 +1,55 @@
+"""Pieces shared by commands: loading with a progress bar, error wrapping, output writing."""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..errors import TracelintError
+from ..io import write_atomic
+
+stderr = Console(stderr=True, highlight=False)
+
+
+@contextmanager
+def loading_progress(path: str, enabled: bool = True):
+    """A progress bar on stderr (TTY only) while a big trace loads; yields the callback."""
+    if not enabled or not stderr.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn("[dim]{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=stderr, transient=True) as prog:
+        task = prog.add_task(f"loading {Path(path).name}", total=1.0)
+
+        def cb(stage: str, fraction: float) -> None:
+            prog.update(task, completed=fraction, description=f"{Path(path).name}: {stage}")
+        yield cb
+
+
+def load_trace(path: str, progress: bool = True):
+    from ..importers import load
+    with loading_progress(path, progress) as cb:
+        return load(path, progress=cb)
+
+
+def emit(text: str, output: str | None) -> None:
+    """Write to a file atomically, or to stdout."""
+    if output:
+        write_atomic(output, text if text.endswith("\n") else text + "\n")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def fmt_ns(ns: float) -> str:
+    """Human time: 1.23 s, 4.56 ms, 7.8 µs, 90 ns."""
+    ns = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}" if abs(ns) / scale < 100 else f"{ns / scale:.0f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+__all__ = ["TracelintError", "load_trace", "emit", "fmt_ns", "stderr"]

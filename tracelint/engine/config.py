@@ -1,0 +1,133 @@
+"""Configuration like the linters users know: `[tool.tracelint]` in pyproject.toml or a
+`tracelint.toml`, overridden by CLI flags. Precedence: defaults < file < CLI.
+
+    [tool.tracelint]
+    select = ["ALL"]            # ids, id prefixes, slugs or groups
+    ignore = ["TL008"]
+    fail-on = "warning"         # error | warning | info | never
+    rules-dirs = ["my_rules"]
+    baseline = "tracelint-baseline.json"
+    [tool.tracelint.severity]
+    TL002 = "info"
+    [tool.tracelint.rules.launch-gap]   # by slug or id; keys are the rule's Options fields
+    min_gap_ns = 20000
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .finding import Severity
+from .registry import matches
+from .rule import Rule
+
+FAIL_ON = ("error", "warning", "info", "never")
+
+
+@dataclass
+class Config:
+    select: list[str] = field(default_factory=lambda: ["ALL"])
+    ignore: list[str] = field(default_factory=list)
+    severity: dict[str, str] = field(default_factory=dict)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rules_dirs: list[str] = field(default_factory=list)
+    fail_on: str = "warning"
+    baseline: str | None = None
+    source: str | None = None        # the file the settings came from
+
+    def is_selected(self, rule: type[Rule]) -> bool:
+        return any(matches(rule, s) for s in self.select) and not any(matches(rule, s) for s in self.ignore)
+
+    def severity_for(self, rule: Rule | type[Rule]) -> Severity:
+        for key in (rule.id, rule.slug):
+            if key in self.severity:
+                return Severity(self.severity[key])
+        return rule.severity
+
+    def options_for(self, rule: type[Rule]):
+        """The rule's Options with configured overrides; unknown keys are errors."""
+        raw = {**self.options.get(rule.slug, {}), **self.options.get(rule.id, {})}
+        names = {f.name: f for f in dataclasses.fields(rule.Options)}
+        bad = set(raw) - set(names)
+        if bad:
+            raise ConfigError(f"{rule.id} ({rule.slug}): unknown option(s) {sorted(bad)}; "
+                              f"known: {sorted(names)}")
+        typed = {}
+        for k, v in raw.items():
+            default = names[k].default
+            try:
+                typed[k] = type(default)(v) if default is not None and not isinstance(default, (tuple, list)) else v
+            except (TypeError, ValueError):
+                raise ConfigError(f"{rule.id}: option {k}={v!r} is not a {type(default).__name__}") from None
+        return rule.Options(**typed)
+
+    def validate(self, rules: list[type[Rule]]) -> None:
+        if self.fail_on not in FAIL_ON:
+            raise ConfigError(f"fail-on must be one of {', '.join(FAIL_ON)}, not {self.fail_on!r}")
+        for sel in (*self.select, *self.ignore):
+            if not any(matches(r, sel) for r in rules):
+                raise ConfigError(f"unknown rule selector {sel!r} (see `tracelint rules`)")
+        for key, sev in self.severity.items():
+            if sev not in {s.value for s in Severity}:
+                raise ConfigError(f"severity for {key} must be error, warning or info, not {sev!r}")
+        known = {r.id for r in rules} | {r.slug for r in rules}
+        for key in self.options:
+            if key not in known:
+                raise ConfigError(f"options given for unknown rule {key!r}")
+        for r in rules:
+            self.options_for(r)
+
+
+def _from_table(table: dict[str, Any], source: str) -> Config:
+    cfg = Config(source=source)
+    mapping = {"select": "select", "ignore": "ignore", "fail-on": "fail_on", "fail_on": "fail_on",
+               "rules-dirs": "rules_dirs", "rules_dirs": "rules_dirs", "baseline": "baseline",
+               "severity": "severity", "rules": "options"}
+    for key, value in table.items():
+        if key not in mapping:
+            raise ConfigError(f"{source}: unknown setting {key!r} in tracelint config")
+        setattr(cfg, mapping[key], value)
+    if isinstance(cfg.select, str):
+        cfg.select = [cfg.select]
+    if isinstance(cfg.ignore, str):
+        cfg.ignore = [cfg.ignore]
+    base = Path(source).parent
+    cfg.rules_dirs = [str((base / d)) for d in cfg.rules_dirs]
+    if cfg.baseline:
+        cfg.baseline = str(base / cfg.baseline)
+    return cfg
+
+
+def load_config(path: str | None = None, start: Path | None = None) -> Config:
+    """Read an explicit config file, or the nearest tracelint.toml / pyproject.toml upward."""
+    if path:
+        return _read(Path(path), explicit=True)
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        for name in ("tracelint.toml", "pyproject.toml"):
+            candidate = folder / name
+            if candidate.is_file():
+                cfg = _read(candidate, explicit=False)
+                if cfg is not None:
+                    return cfg
+    return Config()
+
+
+def _read(path: Path, explicit: bool) -> Config | None:
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("tracelint")
+        if table is None:
+            return Config() if explicit else None
+    else:
+        table = data.get("tool", {}).get("tracelint", data)
+    return _from_table(table, str(path))

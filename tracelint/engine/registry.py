@@ -1,0 +1,77 @@
+"""Rule discovery: every `tl*.py` module of the built-in `tracelint.rules` package, plus
+user rule folders (--rules-dir / config). Ids and slugs are checked for uniqueness here."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import pkgutil
+import re
+import sys
+from pathlib import Path
+
+from ..errors import ConfigError
+from .rule import Rule
+
+ID_RE = re.compile(r"^[A-Z]{2,5}\d{3}$")
+SLUG_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def _rules_in_module(mod) -> list[type[Rule]]:
+    return [obj for _, obj in inspect.getmembers(mod, inspect.isclass)
+            if issubclass(obj, Rule) and obj is not Rule and obj.id and obj.__module__ == mod.__name__]
+
+
+def builtin_rules() -> list[type[Rule]]:
+    import tracelint.rules as pkg
+    found = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name.startswith("tl"):
+            found += _rules_in_module(importlib.import_module(f"{pkg.__name__}.{info.name}"))
+    return found
+
+
+def rules_from_dir(folder: str | Path) -> list[type[Rule]]:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"rules directory not found: {folder}")
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        name = f"tracelint_user_rules.{path.stem}_{abs(hash(str(path))) % 10**8}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except Exception as exc:  # a user's rule file is untrusted code with bugs
+            raise ConfigError(f"cannot import rule file {path}: {exc}") from None
+        found += _rules_in_module(mod)
+    return found
+
+
+def all_rules(extra_dirs: list[str | Path] = ()) -> list[type[Rule]]:
+    rules = builtin_rules()
+    for d in extra_dirs:
+        rules += rules_from_dir(d)
+    seen_id: dict[str, type[Rule]] = {}
+    seen_slug: dict[str, type[Rule]] = {}
+    for r in rules:
+        if not ID_RE.match(r.id):
+            raise ConfigError(f"rule {r.__name__}: id {r.id!r} must look like TL001")
+        if not SLUG_RE.match(r.slug):
+            raise ConfigError(f"rule {r.id}: slug {r.slug!r} must be kebab-case")
+        if r.id in seen_id or r.slug in seen_slug:
+            raise ConfigError(f"duplicate rule id or slug: {r.id} / {r.slug}")
+        seen_id[r.id] = r
+        seen_slug[r.slug] = r
+    return sorted(rules, key=lambda r: r.id)
+
+
+def matches(rule: type[Rule], selector: str) -> bool:
+    """Selector: ALL, an id (TL003), an id prefix (TL00), a slug, or a group."""
+    s = selector.strip()
+    u = s.upper()
+    is_prefix = bool(re.match(r"^[A-Z]+\d*$", u)) and rule.id.startswith(u)
+    return u == "ALL" or is_prefix or rule.slug == s.lower() or s.lower() in rule.groups

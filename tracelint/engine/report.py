@@ -1,0 +1,85 @@
+"""A lint run's result: trace facts, findings, rule metadata and skipped rules.
+
+Report.to_dict() is the canonical JSON form (versioned; see docs/json-schema.md). Every other
+reporter renders from the same object.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import __version__
+from ..timeline.model import Timeline
+from .finding import Finding, Severity
+
+JSON_SCHEMA_VERSION = "1.0"
+
+
+@dataclass
+class RuleInfo:
+    id: str
+    slug: str
+    title: str
+    severity: str
+    summary: str
+    doc: str
+    layers: list[str]
+    fix: str = ""
+    counter_example: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Report:
+    source: str
+    timeline: Timeline
+    findings: list[Finding]
+    rules: list[RuleInfo]                       # every rule that ran or was skipped
+    skipped: dict[str, str] = field(default_factory=dict)   # rule id -> why it did not run
+    suppressed: int = 0                          # findings hidden by the baseline
+    elapsed_s: dict[str, float] = field(default_factory=dict)   # load, rules, per rule
+
+    def summary(self) -> dict[str, Any]:
+        tl = self.timeline
+        devices = []
+        for d in tl.devices_in_use():
+            info = tl.meta.device(d)
+            devices.append({"id": d, "name": info.name if info else None,
+                            "busy_share": round(tl.gpu_busy_fraction(d), 6)})
+        by_sev = {s.value: 0 for s in Severity}
+        for f in self.findings:
+            by_sev[f.severity.value] += 1
+        return {
+            "format": tl.meta.format, "format_version": tl.meta.format_version,
+            "span_ns": int(tl.span_ns), "start_ns": int(tl.span[0]), "end_ns": int(tl.span[1]),
+            "devices": devices, "rank": tl.meta.rank, "world_size": tl.meta.world_size,
+            "counts": tl.counts(), "has_gpu_activity": tl.has_gpu_activity,
+            "findings_by_severity": by_sev, "notes": list(tl.meta.notes),
+        }
+
+    def sorted_findings(self) -> list[Finding]:
+        return sorted(self.findings, key=lambda f: (-f.severity.rank, -f.impact_ns, f.rule))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": JSON_SCHEMA_VERSION,
+            "tool": {"name": "tracelint", "version": __version__},
+            "source": self.source,
+            "summary": self.summary(),
+            "findings": [f.to_dict() for f in self.sorted_findings()],
+            "rules": [r.to_dict() for r in self.rules],
+            "skipped_rules": dict(self.skipped),
+            "suppressed_by_baseline": self.suppressed,
+            "timing_s": {k: round(v, 4) for k, v in self.elapsed_s.items()},
+        }
+
+    def to_pandas(self):
+        import pandas as pd
+        return pd.DataFrame([{**f.to_dict(), **{f"where.{k}": v for k, v in f.where.to_dict().items()}}
+                             for f in self.sorted_findings()])
+
+    def to_html(self) -> str:
+        from ..reporters.html import render_html
+        return render_html(self)
