@@ -27,20 +27,26 @@ def _version(value: bool):
         raise typer.Exit(0)
 
 
+_debug = False
+
+
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")):
+                                       help="Print the version and exit."),
+          debug: bool = typer.Option(False, "--debug", help="Show full tracebacks of internal errors.")):
     """tracelint: lint GPU/AI traces for performance anti-patterns."""
+    global _debug
+    _debug = debug
 
 
 def _register() -> None:
-    from . import info, lint, rules  # noqa: F401  (each module adds its commands to `app`)
-    for optional in ("diff", "case", "capture", "redact", "gate"):
-        try:
-            __import__(f"{__package__}.{optional}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{optional}":
-                raise
+    """Import every command module of this package; each adds its commands to `app`."""
+    import importlib
+    import pkgutil
+    from . import __path__ as here
+    for info in sorted(pkgutil.iter_modules(here), key=lambda i: i.name):
+        if info.name not in ("app", "common"):
+            importlib.import_module(f"{__package__}.{info.name}")
 
 
 def fail(message: str) -> "typer.Exit":
@@ -62,4 +68,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except MemoryError:
         err_console.print("tracelint: error: out of memory while reading the trace", markup=False)
+        sys.exit(2)
+    except Exception as exc:  # a bug in tracelint: one line unless --debug asks for more
+        if _debug:
+            raise
+        err_console.print(f"tracelint: internal error: {type(exc).__name__}: {exc} "
+                          "(rerun with --debug for the traceback, and please report it)",
+                          markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)

@@ -74,6 +74,17 @@ class Context:
             out[table] = np.where(hit, key_sorted_idx[pos_c] if len(keys_sorted) else -1, -1)
         return out
 
+    @cached_property
+    def activity_launch(self) -> np.ndarray:
+        """launch_index aligned with tl.gpu_activity rows (api_calls row or -1)."""
+        act = self.tl.gpu_activity
+        out = np.full(len(act), -1, dtype=np.int64)
+        tables, rows = act["table"].to_numpy(), act["row"].to_numpy()
+        for table, idx in self._launch_index.items():
+            sel = tables == table
+            out[sel] = idx[rows[sel]]
+        return out
+
     def device_gaps(self, device: int) -> tuple[np.ndarray, np.ndarray]:
         """Idle gaps on a device between merged busy intervals (start, end arrays)."""
         s, e = self.tl.busy_intervals(device)
