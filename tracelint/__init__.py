@@ -1,10 +1,29 @@
-"""tracelint: trace analysis and anti-pattern linting for GPU / AI workloads."""
+"""tracelint: trace analysis and anti-pattern linting for GPU / AI workloads.
+
+Imports are lazy so that `tracelint.capture` (run inside a user's training process) does not
+pull in pandas and the rest of the linter.
+"""
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import TracelintError, TraceFormatError  # noqa: E402
-from .importers import load  # noqa: E402
-from .timeline.model import Timeline  # noqa: E402
+__all__ = ["load", "lint", "profile", "Timeline", "TracelintError", "TraceFormatError", "__version__"]
 
-__all__ = ["load", "Timeline", "TracelintError", "TraceFormatError", "__version__"]
+
+def __getattr__(name: str):
+    if name == "load":
+        from .importers import load
+        return load
+    if name == "lint":
+        from .engine.runner import lint
+        return lint
+    if name == "profile":
+        from .capture import profile
+        return profile
+    if name == "Timeline":
+        from .timeline.model import Timeline
+        return Timeline
+    if name in ("TracelintError", "TraceFormatError"):
+        from . import errors
+        return getattr(errors, name)
+    raise AttributeError(f"module 'tracelint' has no attribute {name!r}")
