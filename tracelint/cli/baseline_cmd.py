@@ -1,0 +1,41 @@
+"""`tracelint baseline save TRACE... -o baseline.json`: key metrics of one or more runs (with
+their noise band), findings fingerprints, git commit, hardware and versions."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app, fail
+from .common import stderr
+from .diff import BucketOpt, DefaultGateOpt, FactorOpt, FloorOpt, load_profiles, policy_from
+
+baseline_app = typer.Typer(name="baseline", no_args_is_help=True,
+                           help="Performance baselines for `tracelint gate`.")
+app.add_typer(baseline_app, name="baseline")
+
+
+@baseline_app.command("save")
+def save(
+    traces: Annotated[list[str], typer.Argument(help="One or more runs of the same workload.", show_default=False)],
+    output: Annotated[str, typer.Option("--output", "-o", help="Baseline file to write.")] = "tracelint-baseline.json",
+    bucket: BucketOpt = None,
+    floor: FloorOpt = None,
+    default_gate: DefaultGateOpt = None,
+    band_factor: FactorOpt = None,
+    max_buckets: Annotated[int, typer.Option("--max-buckets", help="Most annotation buckets kept (longest first).")] = 16,
+    no_findings: Annotated[bool, typer.Option("--no-findings", help="Do not lint the runs for findings fingerprints.")] = False,
+):
+    """Save a performance baseline (per-bucket P50/P99, GPU time, findings) from TRACE runs."""
+    from ..analysis.gate import make_baseline, save_baseline
+    if max_buckets < 0:
+        raise fail("--max-buckets must be >= 0")
+    policy = policy_from(floor, default_gate, band_factor)
+    patterns = list(bucket or [])
+    profiles = load_profiles(traces, patterns, not no_findings, progress=True)
+    doc = make_baseline(profiles, patterns=patterns, policy=policy, max_buckets=max_buckets)
+    save_baseline(output, doc)
+    git = (doc.get("git") or {}).get("commit")
+    stderr.print(f"baseline: {len(doc['metrics'])} metric(s), {len(doc['findings'])} finding "
+                 f"fingerprint(s) from {len(traces)} run(s)"
+                 + (f" at commit {git[:12]}" if git else "") + f" -> {output}")
