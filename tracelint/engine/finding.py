@@ -99,7 +99,12 @@ class Where:
     rank: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v not in (None, [])}
+        out = {}
+        for k, v in self.__dict__.items():
+            if v is None or (isinstance(v, list) and not v):
+                continue
+            out[k] = v.item() if hasattr(v, "item") else v   # numpy scalars -> Python
+        return out
 
 
 VERDICT_ADVICE = {

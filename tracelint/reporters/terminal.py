@@ -1,0 +1,207 @@
+"""Terminal report (rich): what a user reads first, so the summary and the worst finding lead.
+
+Every string that came from a trace (kernel, NVTX, file names, and the finding texts that quote
+them) is cleaned of control characters and markup-escaped; emoji codes are off, so a name like
+`:fire:` prints as written. Colour comes from rich's own TTY detection, never forced here.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from rich.console import Console
+from rich.markup import escape
+
+from ..engine.finding import LAYERS, VERDICT_ADVICE, Finding
+from ..engine.report import Report
+from .fmt import (STATUS_MARK, STATUS_WORDS, clean, fmt_measure, fmt_ms, fmt_ns, fmt_share,
+                  trace_origin, where_parts)
+
+SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+STATUS_STYLE = {"measured": "green", "not_captured": "red", "not_applicable": "dim"}
+VERDICT_STYLE = {"agree": "green", "conflict": "bold magenta", "partial": "yellow"}
+MAX_FULL = 30        # findings printed as full blocks without -v
+MAX_LINES = 300      # further findings printed as one line each without -v
+
+
+def _e(text, limit: int | None = None) -> str:
+    """Clean and markup-escape one untrusted string."""
+    return escape(clean(text, limit))
+
+
+def _print(console: Console, markup: str = "") -> None:
+    console.print(markup, emoji=False, highlight=False, soft_wrap=False)
+
+
+def summary_lines(report: Report) -> list[str]:
+    """The summary block as rich markup: trace, span, GPU busy per device, findings by severity."""
+    s = report.summary()
+    tl = report.timeline
+    fmt = s["format"] or "unknown format"
+    if s["format_version"]:
+        fmt += f" {s['format_version']}"
+    lines = [f"[bold]tracelint[/] {_e(report.source, 160)}  [dim]({_e(fmt)})[/]"]
+    facts = [f"span {fmt_ms(s['span_ns'])}"]
+    if s["rank"] is not None:
+        facts.append(f"rank {s['rank']}" + (f"/{s['world_size']}" if s["world_size"] else ""))
+    counts = s["counts"]
+    facts.append(f"{counts['kernels']:,} kernels, {counts['copies']:,} copies, "
+                 f"{counts['api_calls']:,} API calls")
+    lines.append(" · ".join(facts))
+    if not s["has_gpu_activity"]:
+        lines.append("[yellow]no GPU activity in this trace[/] (no kernels, copies or memsets): "
+                     "GPU rules did not run")
+    else:
+        busy = []
+        for d in s["devices"]:
+            name = f" {_e(d['name'], 40)}" if d["name"] else ""
+            busy.append(f"GPU {d['id']}{name} busy [bold]{fmt_share(d['busy_share'])}[/]")
+        lines.append(" · ".join(busy))
+    by_sev = s["findings_by_severity"]
+    sev_txt = []
+    for sev in ("error", "warning", "info"):
+        n = by_sev.get(sev, 0)
+        style = SEV_STYLE[sev] if n else "dim"
+        sev_txt.append(f"[{style}]{n} {sev}[/]")
+    total = len(report.findings)
+    extra = f" · {report.suppressed} suppressed by baseline" if report.suppressed else ""
+    lines.append(f"findings: [bold]{total}[/] ({', '.join(sev_txt)}){extra}")
+    return lines
+
+
+def group_by_rule(findings: list[Finding]) -> list[tuple[str, list[Finding]]]:
+    """Findings grouped by rule, most impact first within a group. Groups lead with the most
+    severe, then the most total impact, so errors never hide below a long list of notes."""
+    groups: "OrderedDict[str, list[Finding]]" = OrderedDict()
+    for f in sorted(findings, key=lambda f: (-f.impact_ns, f.rule)):
+        groups.setdefault(f.rule, []).append(f)
+    return sorted(groups.items(), key=lambda kv: (-max(f.severity.rank for f in kv[1]),
+                                                  -sum(f.impact_ns for f in kv[1]), kv[0]))
+
+
+def _where_lines(f: Finding, origin: int, verbose: bool) -> list[str]:
+    """'at ...' (device, stream, window, iteration, thread, NVTX, source), then the kernel."""
+    parts = where_parts(f.where, origin, name_limit=None if verbose else 100,
+                        nvtx_depth=None if verbose else 3)
+    at = " · ".join(escape(t) for k, t in parts if k != "kernel")
+    out = [f"    at {at}"] if at else []
+    out += [f"    kernel [bold]{escape(t)}[/]" for k, t in parts if k == "kernel"]
+    return out
+
+
+def _evidence_lines(f: Finding, verbose: bool) -> list[str]:
+    out = []
+    for layer in LAYERS:
+        ev = f.evidence.get(layer)
+        if ev is None:
+            continue
+        mark = STATUS_MARK.get(ev.status, "?")
+        style = STATUS_STYLE.get(ev.status, "")
+        if ev.status == "measured" and ev.supports is False:
+            style, mark = "magenta", "≠"
+        head = f"    [{style}]{mark} {layer.value:<9}[/] "
+        if ev.status == "measured":
+            text = _e(ev.summary, None if verbose else 200)
+            out.append(head + text)
+            if verbose and ev.facts:
+                facts = ", ".join(f"{escape(clean(k))}={escape(fmt_measure(m))}"
+                                  for k, m in ev.facts.items())
+                out.append(f"      [dim]{facts}[/]")
+        else:
+            word = STATUS_WORDS.get(ev.status, ev.status)
+            summary = f": {_e(ev.summary, None if verbose else 120)}" if ev.summary else ""
+            out.append(head + f"[{style}]{word}[/]{summary}")
+            if verbose and ev.capture_hint:
+                out.append(f"      [dim]capture: {_e(ev.capture_hint)}[/]")
+    return out
+
+
+def _finding_block(n: int, f: Finding, origin: int, verbose: bool) -> list[str]:
+    sev = f.severity.value
+    lines = [f"  [bold]#{n}[/] [{SEV_STYLE[sev]}]{sev}[/] {_e(f.message, None if verbose else 240)}",
+             f"    impact [bold]{fmt_ms(f.impact_ns)}[/] ({fmt_share(f.impact_share)} of span)"
+             + (f" · {f.occurrences:,} occurrences" if f.occurrences > 1 else "")]
+    lines += _where_lines(f, origin, verbose)
+    if verbose and len(f.windows) > 1:
+        wins = ", ".join(f"+{(s - origin) / 1e6:,.3f} ms ({fmt_ns(e - s)})"
+                         for s, e in f.windows[:5])
+        lines.append(f"    [dim]windows: {wins}[/]")
+    lines += _evidence_lines(f, verbose)
+    verdict = f.verdict
+    v = f"    verdict [{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]"
+    if verbose or verdict != "agree":
+        v += f" [dim]— {escape(VERDICT_ADVICE[verdict])}[/]"
+    lines.append(v)
+    if verbose and f.fix:
+        lines.append(f"    [bold]fix:[/] {_e(f.fix)}")
+    if verbose and f.counter_example:
+        lines.append(f"    [dim]not when: {_e(f.counter_example)}[/]")
+    if f.cases:
+        cases = ", ".join(_e(c.get("id", "?")) + (f" ({float(c['similarity']):.0%})"
+                          if isinstance(c.get("similarity"), (int, float)) else "")
+                          for c in f.cases[:3])
+        lines.append(f"    [dim]similar cases: {cases}[/]")
+    return lines
+
+
+def _quiet_line(n: int, f: Finding, origin: int) -> str:
+    parts = where_parts(f.where, origin, name_limit=50)
+    loc = " ".join(escape(t) for k, t in parts if k in ("device", "stream", "source"))
+    return (f"#{n} [{SEV_STYLE[f.severity.value]}]{f.severity.value:<7}[/] {escape(f.rule)} "
+            f"{_e(f.slug)} {fmt_ms(f.impact_ns)} ({fmt_share(f.impact_share)}) {loc} "
+            f"— {_e(f.message, 160)}")
+
+
+def render_terminal(report: Report, console: Console, verbose: bool = False,
+                    quiet: bool = False, max_full: int = MAX_FULL,
+                    max_lines: int = MAX_LINES) -> None:
+    """Print the report. quiet: summary plus one line per finding; verbose: hints, facts, fix.
+
+    Without verbose, the first max_full findings (by severity, then impact) get a full block,
+    the next ones a single line, up to max_lines of them; the rest are counted, not printed
+    (the JSON and HTML reports have them). Lines are printed in one batch: rich costs about
+    a millisecond per print call, which thousands of findings would turn into seconds.
+    """
+    out = summary_lines(report)
+    ordered = report.sorted_findings()
+    number = {id(f): i for i, f in enumerate(ordered, 1)}   # same #N as HTML/JSON/Markdown
+    origin = trace_origin(report)
+    if quiet:
+        out += [_quiet_line(n, f, origin) for n, f in enumerate(ordered, 1)]
+        _print(console, "\n".join(out))
+        return
+    if not report.findings:
+        out += ["", "[green]No findings.[/]"]
+    short = hidden = 0
+    for rule, fs in group_by_rule(report.findings):
+        f0 = fs[0]
+        total = sum(f.impact_ns for f in fs)
+        out += ["", f"[bold]{escape(rule)} {_e(f0.slug)}[/] — {_e(f0.title)} "
+                    f"[dim]({len(fs)} finding{'s' if len(fs) != 1 else ''}, "
+                    f"{fmt_ms(total)} total)[/]"]
+        for f in fs:
+            n = number[id(f)]
+            if verbose or n <= max_full:
+                out += _finding_block(n, f, origin, verbose)
+            elif short < max_lines:
+                out.append("  " + _quiet_line(n, f, origin))
+                short += 1
+            else:
+                hidden += 1
+    if hidden:
+        out += ["", f"[dim]… {hidden:,} more findings not shown; --format json or html lists "
+                    f"all, -v prints all here[/]"]
+    if report.skipped:
+        out.append("")
+        if verbose:
+            out.append("[dim]rules not run:[/]")
+            out += [f"  [dim]{escape(rid)}: {_e(why)}[/]" for rid, why in sorted(report.skipped.items())]
+        else:
+            out.append(f"[dim]{len(report.skipped)} rules not run "
+                       f"({escape(', '.join(sorted(report.skipped)))}); -v says why[/]")
+    if not verbose and any(e.status == "not_captured" for f in report.findings
+                           for e in f.evidence.values()):
+        out.append("[dim]✗ = evidence layer not captured; -v shows how to capture it[/]")
+    _print(console, "\n".join(out))
+
+
+__all__ = ["render_terminal", "summary_lines", "group_by_rule"]
