@@ -1,0 +1,464 @@
+"""TL005 hidden-sync."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity
+from tracelint.engine.rule import Rule, option
+from tracelint.timeline import classify, intervals
+
+
+@dataclass(frozen=True)
+class Options:
+    min_count: int = option(2, "Call sites with fewer calls (in scope) than this are one-offs and ignored.")
+    min_idle_share: float = option(0.005, "Report a call site when the GPU idle it causes is at least this share of the trace span.")
+    include_step_end: bool = option(False, "Also report call sites whose every call is the last GPU-facing call of its iteration (a loss logged once per step).")
+    top: int = option(5, "How many of the largest idle windows to list.")
+
+
+#: CPU ops whose presence around a sync means "the host reads a device value".
+HOST_READ_OPS = classify.HOST_READBACK_OPS
+#: Synchronous allocator entry points (stream-ordered *Async variants are the fix, not the problem).
+_ASYNC = re.compile(r"Async", re.I)
+#: Host-blocking sync kinds (classify.sync_kind); stream_wait_event is GPU-side ordering and
+#: queries (cudaStreamQuery / cudaEventQuery) return at once.
+BLOCKING_SYNC = ("device", "stream", "event", "other")
+
+
+class HiddenSync(Rule):
+    """Host-blocking synchronisation inside iterations: syncs, device-to-host reads, allocator calls.
+
+    What it detects: calls inside iterations (ProfilerStep ranges; the whole trace when it has no
+    iterations) that block the host thread until the GPU drains: device / stream / event
+    synchronisation of the CUDA runtime, the CUDA driver and HIP (`cudaDeviceSynchronize`,
+    `cuStreamSynchronize`, `hipEventSynchronize`, ...), synchronous device-to-host copies
+    (`cudaMemcpy` or a copy into pageable memory), the syncs that `.item()`, `.cpu()`, `.tolist()`
+    and `torch.nonzero` issue (named by their enclosing `aten::` op), and allocator calls
+    (`cudaMalloc`, `cudaFree`, `cuMemAlloc`, `hipMalloc`, ...) in the middle of an iteration.
+    Calls are grouped by call site: the API, the Python file:line when the trace has stacks, the
+    enclosing op and the NVTX / annotation path; one finding per call site with at least
+    `min_count` calls whose caused GPU idle reaches `min_idle_share` of the span.
+    `cudaStreamWaitEvent` orders streams on the GPU without blocking the host and is not reported.
+    Why it hurts: a host-blocking call empties the GPU's queue. When it returns, the GPU has
+    nothing to run until the host launches again, so every such call costs at least one launch
+    latency of GPU idle, and the host loses its lead over the GPU for the rest of the iteration.
+    `cudaFree` and many allocations synchronise the device too; mid-iteration they mean the
+    caching allocator is growing or churning.
+    Evidence: system: calls, iterations affected, host time blocked, GPU idle caused (GPU idle from
+    the call's start to the first GPU activity after it returns, each idle ns counted once, and
+    at most the time the call blocked: without the wait the host would have been that much further
+    ahead) and its share of the span; kernel: the GPU work the call waited for and the work that ended the idle;
+    microarch: SM activity in the largest idle window (GPU metrics or Nsight Compute), which
+    should be low.
+    Fix: remove the sync from the loop: keep values on the GPU (accumulate losses as tensors,
+    log every N steps), replace `.item()`/`.cpu()` in control flow with tensor ops
+    (`torch.where`, masks instead of `nonzero`), use `non_blocking=True` copies into pinned
+    memory with an event, and give the caching allocator a stable working set (warm-up
+    iterations, fixed shapes or bucketing, `expandable_segments`, stream-ordered
+    `cudaMallocAsync`).
+    Counter-example (when it does not apply): one sync at the end of an iteration or epoch to log
+    a metric (calls that are the last GPU-facing call of their iteration are skipped unless
+    `include_step_end`); syncs in a benchmark's timing code; allocations during warm-up, outside
+    iterations; a sync whose GPU was kept busy by other streams (no idle, no finding); calls on
+    a thread that issues no GPU work (a pin-memory thread) are not counted.
+    """
+
+    id = "TL005"
+    slug = "hidden-sync"
+    title = "Host-blocking sync inside the iteration"
+    severity = Severity.WARNING
+    groups = frozenset({"sync", "host", "latency"})
+    layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
+    needs = frozenset({"api_calls"})
+    Options = Options
+
+    def check(self, ctx):
+        tl, opt = ctx.tl, self.options
+        api = tl.api_calls
+        if len(api) == 0:
+            return
+        cand = _candidates(ctx)
+        if len(cand) == 0:
+            return
+        _attach_context(ctx, cand)
+        cand = cand[cand["in_scope"]].reset_index(drop=True)
+        if len(cand) == 0:
+            return
+        _attach_idle(ctx, cand)
+        span = max(tl.span_ns, 1)
+        keys = ["api", "op", "file", "line", "path", "kind"]
+        for _, g in cand.groupby(keys, dropna=False, sort=False):
+            if len(g) < opt.min_count:
+                continue
+            if not opt.include_step_end and g["step_end"].all() and g["step"].ge(0).all():
+                continue
+            idle = int(g["idle"].sum())
+            if idle < opt.min_idle_share * span:
+                continue
+            yield self._finding(ctx, g, idle, span)
+
+    # ---------------------------------------------------------------------------------------
+    def _finding(self, ctx, g: pd.DataFrame, idle: int, span: int):
+        tl, opt = ctx.tl, self.options
+        rep_i = int(g["idle"].to_numpy().argmax())
+        rep = g.iloc[rep_i]
+        row = int(rep["row"])
+        where = ctx.where_for_api(row)
+        device = int(rep["device"])
+        where.device = device if device >= 0 else None
+        where.start_ns, where.end_ns = int(rep["win_start"]), int(rep["win_end"])
+        api_name, op, kind = str(rep["api"]), str(rep["op"]), str(rep["kind"])
+        blocked = int(g["host_ns"].sum())
+        n, iters = len(g), int(g.loc[g["step"] >= 0, "step"].nunique())
+        label = {"read": "device-to-host read", "sync": "synchronisation",
+                 "copy": "synchronous device-to-host copy", "alloc": "allocator call"}[kind]
+        via = f" in `{op}`" if op else ""
+        at = f" at {where.file}:{where.line}" if where.file else ""
+        dev = f"GPU {device}" if device >= 0 else "the GPU"
+        system = Evidence.measured(
+            f"{n} `{api_name}` calls{via} ({label}) "
+            f"{f'in {iters} iteration(s)' if iters else '(the trace has no iterations: all calls count)'} block the host "
+            f"{blocked / 1e6:.3f} ms in all; afterwards {dev} idles {idle / 1e6:.3f} ms "
+            f"({idle / span:.2%} of the span) until the host launches again"
+            f"{'' if ctx.has_stacks else '; no Python stacks in the trace to name the line'}.",
+            calls=Measure(n, "count"), iterations=Measure(iters, "count"),
+            host_blocked_ns=Measure(blocked, "ns"), gpu_idle_after_ns=Measure(idle, "ns"),
+            idle_share=Measure(round(idle / span, 4), "ratio"),
+            median_idle_ns=Measure(float(np.median(g["idle"])), "ns"),
+            median_call_ns=Measure(float(np.median(g["host_ns"])), "ns"))
+        waited = g["waited"].replace("", np.nan).dropna()
+        nxt = g["next"].replace("", np.nan).dropna()
+        if len(waited) or len(nxt):
+            w_name = waited.mode().iat[0] if len(waited) else "nothing"
+            n_name = nxt.mode().iat[0] if len(nxt) else "nothing"
+            kernel = Evidence.measured(
+                f"Most often the call waited for `{w_name}` to finish, and the GPU resumed with "
+                f"`{n_name}`; the largest idle after one call is {g['idle'].max() / 1e3:.1f} µs.",
+                largest_idle_ns=Measure(int(g["idle"].max()), "ns"),
+                calls_with_idle=Measure(int((g["idle"] > 0).sum()), "count"))
+            where.kernel = str(w_name) if len(waited) else None
+        else:
+            kernel = Evidence.not_captured(
+                "No GPU activity could be tied to these calls' device.",
+                "nsys profile -t cuda, or torch.profiler with ProfilerActivity.CUDA")
+        micro = ctx.microarch(device if device >= 0 else None, int(rep["win_start"]), int(rep["win_end"]),
+                              expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
+        order = np.argsort(-g["idle"].to_numpy(), kind="stable")[: opt.top]
+        windows = [(int(g["win_start"].iat[i]), int(g["win_end"].iat[i])) for i in order]
+        key = "|".join([kind, api_name, op, str(rep["file"] or ""), str(rep["line"]), str(rep["path"])])
+        return self.finding(
+            ctx,
+            message=(f"`{api_name}`{via}{at} blocks the host {n}× ({blocked / 1e6:.2f} ms); {dev} idles "
+                     f"{idle / 1e6:.2f} ms before work resumes ({idle / span:.1%} of the span)"),
+            impact_ns=idle, where=where, occurrences=n, windows=windows,
+            evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
+            metrics={"gpu_idle_after_ns": Measure(idle, "ns"), "host_blocked_ns": Measure(blocked, "ns"),
+                     "calls": Measure(n, "count")},
+            key=key)
+
+
+# -------------------------------------------------------------------------------------------
+# candidates
+
+
+def _candidates(ctx) -> pd.DataFrame:
+    """Host-blocking api_calls rows: blocking syncs, synchronous D2H copies, allocator calls."""
+    tl = ctx.tl
+    api = tl.api_calls
+    names = api["name"].astype(str) if not isinstance(api["name"].dtype, pd.CategoricalDtype) else api["name"]
+    role = np.asarray(tl.api_role, dtype=object)
+    cats = pd.Categorical(names)
+    kinds = np.array([classify.sync_kind(str(c)) for c in cats.categories], dtype=object)
+    skind = kinds[cats.codes] if len(kinds) else np.array([], dtype=object)
+    is_sync = (role == "sync") & np.isin(skind, BLOCKING_SYNC)
+    async_name = np.array([bool(_ASYNC.search(str(c))) for c in cats.categories], dtype=bool)
+    is_async = async_name[cats.codes] if len(async_name) else np.zeros(0, dtype=bool)
+    is_alloc = (role == "alloc") & ~is_async
+    # Synchronous device-to-host copies: the API row that launched a D2H copy, when the API is
+    # synchronous or the destination is pageable host memory.
+    is_copy = np.zeros(len(api), dtype=bool)
+    copies = tl.copies
+    if len(copies):
+        li = ctx.launch_index("copies")
+        d2h = (copies["kind"].astype(str).to_numpy() == "D2H") & (li >= 0)
+        pageable = copies["dst_kind"].astype(str).to_numpy() == "pageable"
+        rows = li[d2h]
+        sync_copy = (~is_async[rows]) | pageable[d2h]
+        is_copy[rows[sync_copy]] = True
+    kind = np.where(is_sync, "sync", np.where(is_copy, "copy", np.where(is_alloc, "alloc", "")))
+    sel = np.flatnonzero(kind != "")
+    return pd.DataFrame({
+        "row": sel, "api": np.asarray(names, dtype=object)[sel], "kind": kind[sel],
+        "pid": api["pid"].to_numpy()[sel], "tid": api["tid"].to_numpy()[sel],
+        "start": api["start"].to_numpy()[sel], "end": api["end"].to_numpy()[sel],
+        "host_ns": (api["end"].to_numpy() - api["start"].to_numpy())[sel],
+    })
+
+
+def _thread_codes(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+    """Dense thread codes shared across several (pid, tid) arrays."""
+    allp = np.concatenate([np.asarray(p, dtype=np.int64) for p, _ in pairs]) if pairs else np.zeros(0, np.int64)
+    allt = np.concatenate([np.asarray(t, dtype=np.int64) for _, t in pairs]) if pairs else np.zeros(0, np.int64)
+    if len(allp) == 0:
+        return [np.zeros(0, np.int64) for _ in pairs]
+    _, inv = np.unique(np.stack([allp, allt], axis=1), axis=0, return_inverse=True)
+    inv = inv.reshape(-1).astype(np.int64)
+    out, k = [], 0
+    for p, _ in pairs:
+        out.append(inv[k:k + len(p)])
+        k += len(p)
+    return out
+
+
+def _attach_context(ctx, cand: pd.DataFrame) -> None:
+    """Per candidate: iteration, scope, end-of-iteration flag, Python line, op, NVTX path."""
+    tl = ctx.tl
+    t = cand["start"].to_numpy()
+    n = len(cand)
+    r = tl.ranges
+    # iterations
+    steps = r[r["kind"] == "step"].sort_values("start") if len(r) else r
+    step_no = np.full(n, -1, dtype=np.int64)
+    step_end = np.zeros(n, dtype=np.int64)
+    if len(steps):
+        ss, se = steps["start"].to_numpy(), steps["end"].to_numpy()
+        i = np.searchsorted(ss, t, side="right") - 1
+        ok = (i >= 0) & (t < se[np.clip(i, 0, None)])
+        step_no = np.where(ok, steps["step"].to_numpy()[np.clip(i, 0, None)], -1)
+        step_end = np.where(ok, se[np.clip(i, 0, None)], 0)
+    cand["step"] = step_no
+    # Without iterations every sync is in scope; allocations only inside iterations.
+    if len(steps):
+        cand["in_scope"] = step_no >= 0
+    else:
+        cand["in_scope"] = cand["kind"].to_numpy() != "alloc"
+    # Last GPU-facing call of its iteration on this thread?
+    api = tl.api_calls
+    role = np.asarray(tl.api_role, dtype=object)
+    lsel = np.isin(role, ("launch", "copy", "memset"))
+    cthr, lthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
+                               (api["pid"].to_numpy()[lsel], api["tid"].to_numpy()[lsel]))
+    l_start = api["start"].to_numpy()[lsel]
+    nxt = _next_on_thread(cthr, cand["end"].to_numpy(), lthr, l_start)
+    # A thread that never issues GPU work (a pin-memory or logging thread) cannot starve the GPU.
+    cand["in_scope"] &= np.isin(cthr, lthr)
+    cand["step_end"] = (step_no >= 0) & ((nxt < 0) | (nxt >= step_end))
+    # Python line (innermost user frame), op, NVTX path
+    cand["file"], cand["line"] = _user_frames(tl, cand)
+    cand["op"], cand["path"] = _host_context(tl, cand)
+    # Copies and syncs issued by a host-read op are device-to-host reads.
+    op_code, op_names = pd.factorize(cand["op"])
+    read = np.array([bool(HOST_READ_OPS.match(str(o))) for o in op_names] + [False], dtype=bool)[op_code]
+    cand["kind"] = np.where(read & (cand["kind"].to_numpy() != "alloc"), "read", cand["kind"])
+
+
+def _next_on_thread(cthr, ct, lthr, lt) -> np.ndarray:
+    """Per query (thread, time): the first time in (lthr, lt) on the same thread >= time, or -1."""
+    if len(lt) == 0 or len(ct) == 0:
+        return np.full(len(ct), -1, dtype=np.int64)
+    t0 = int(min(lt.min(), ct.min()))
+    span = np.int64(int(max(lt.max(), ct.max())) - t0 + 2)
+    lk = lthr * span + (lt - t0)
+    order = np.argsort(lk, kind="stable")
+    lk = lk[order]
+    qk = cthr * span + (ct - t0)
+    pos = np.searchsorted(lk, qk, side="left")
+    pc = np.clip(pos, 0, len(lk) - 1)
+    ok = (pos < len(lk)) & (lk[pc] // span == cthr)
+    return np.where(ok, lt[order][pc], -1)
+
+
+def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray]:
+    """Innermost user-code Python frame enclosing each candidate's start (file, line)."""
+    n = len(cand)
+    files = np.full(n, "", dtype=object)
+    lines = np.full(n, -1, dtype=np.int64)
+    f = tl.python_frames
+    if len(f) == 0:
+        return files, lines
+    fcat = pd.Categorical(f["file"].astype(str))
+    user = np.array([not classify.LIBRARY_CODE.search(c) for c in fcat.categories], dtype=bool)
+    keep = user[fcat.codes] if len(user) else np.zeros(len(f), bool)
+    keep &= (f["end"] > f["start"]).to_numpy()  # zero-length frames enclose nothing
+    fu = f[keep]
+    if len(fu) == 0:
+        return files, lines
+    cthr, fthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
+                               (fu["pid"].to_numpy(), fu["tid"].to_numpy()))
+    idx = intervals.innermost_enclosing(cand["start"].to_numpy(), cthr, fu["start"].to_numpy(),
+                                        fu["end"].to_numpy() + 1, fthr, fu["depth"].to_numpy())
+    hit = idx >= 0
+    files[hit] = fu["file"].astype(str).to_numpy()[idx[hit]]
+    lines[hit] = fu["line"].to_numpy()[idx[hit]]
+    return files, lines
+
+
+#: torch.autograd.profiler.emit_nvtx names NVTX ranges "aten::mul, seq = 3, op_id = 12": ops.
+_EMIT_NVTX = re.compile(r"^([^,\s]+), (?:seq|op_id|sizes|stashed seq) = ")
+
+
+def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate: the outermost CPU op enclosing it ('' when none) and its NVTX /
+    annotation path ('a/b/c', iterations and ops left out), from time containment level by
+    level (vectorised over candidates; zero-length ranges enclose nothing and are skipped)."""
+    n = len(cand)
+    ops = np.full(n, "", dtype=object)
+    paths = np.full(n, "", dtype=object)
+    r = tl.ranges
+    if len(r) == 0:
+        return ops, paths
+    cat = pd.Categorical(r["name"].astype(str))
+    raw = [str(c) for c in cat.categories]
+    emit = [_EMIT_NVTX.match(c) for c in raw]
+    norm = np.array([m.group(1) if m else c for m, c in zip(emit, raw)] + [""], dtype=object)
+    emitted = np.array([m is not None for m in emit] + [False], dtype=bool)
+    step_name = np.array([c.startswith("ProfilerStep#") for c in raw] + [False], dtype=bool)
+    codes = np.where(cat.codes >= 0, cat.codes, len(raw))
+    kind = r["kind"].astype(str).to_numpy()
+    oplike = (kind == "op") | ((kind == "nvtx") & emitted[codes])
+    annot = np.isin(kind, ["nvtx", "annotation"]) & ~oplike & ~step_name[codes]
+    rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
+    rows = np.flatnonzero((oplike | annot) & (re_ > rs))
+    if len(rows) == 0:
+        return ops, paths
+    cthr, rthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
+                               (r["pid"].to_numpy()[rows], r["tid"].to_numpy()[rows]))
+    t = cand["start"].to_numpy()
+    depth = r["depth"].to_numpy()[rows]
+    t0 = int(min(rs[rows].min(), t.min()))
+    span = np.int64(int(max(re_[rows].max(), t.max())) - t0 + 2)
+    qk = cthr * span + (t - t0)
+    root = np.full(n, -1, dtype=np.int64)
+    levels = []
+    for level in np.unique(depth):  # loop over nesting levels, outermost first
+        at = rows[depth == level]
+        key = rthr[depth == level] * span + (rs[at] - t0)
+        order = np.argsort(key, kind="stable")
+        key, at = key[order], at[order]
+        pos = np.searchsorted(key, qk, side="right") - 1
+        c = at[np.clip(pos, 0, None)]
+        hit = (pos >= 0) & (key[np.clip(pos, 0, None)] // span == cthr) & (re_[c] > t)
+        levels.append(np.where(hit & annot[c], codes[c], -1))
+        root = np.where((root < 0) & hit & oplike[c], c, root)
+    has = root >= 0
+    ops[has] = norm[codes[root[has]]]
+    mat = np.stack(levels, axis=1)
+    uniq, inv = np.unique(mat, axis=0, return_inverse=True)
+    text = np.array(["/".join(norm[c] for c in u if c >= 0) for u in uniq], dtype=object)
+    return ops, text[inv.reshape(-1)]  # the join above loops over distinct paths only
+
+
+# -------------------------------------------------------------------------------------------
+# GPU idle caused
+
+
+def _attach_idle(ctx, cand: pd.DataFrame) -> None:
+    """Device, caused GPU idle window, the work waited for and the work that ended the idle."""
+    tl = ctx.tl
+    n = len(cand)
+    device = _devices(ctx, cand)
+    cand["device"] = device
+    idle = np.zeros(n, dtype=np.int64)
+    win_s = cand["start"].to_numpy().copy()
+    win_e = cand["end"].to_numpy().copy()
+    waited = np.full(n, "", dtype=object)
+    nxt_name = np.full(n, "", dtype=object)
+    act = tl.gpu_activity
+    for dev in np.unique(device):  # loop over devices
+        if dev < 0:
+            continue
+        on = np.flatnonzero(device == dev)
+        sel = act["device"].to_numpy() == dev
+        a_s, a_e = act["start"].to_numpy()[sel], act["end"].to_numpy()[sel]
+        a_n = act["name"].astype(str).to_numpy()[sel]
+        bs, be = intervals.merge(a_s, a_e)
+        if len(bs) == 0:
+            continue
+        cs, ce = cand["start"].to_numpy()[on], cand["end"].to_numpy()[on]
+        # First GPU activity start after the call returns; 0 idle when the GPU is busy then.
+        i = np.searchsorted(bs, ce, side="right")
+        busy_at_end = (i > 0) & (be[np.clip(i - 1, 0, None)] > ce)
+        has_next = i < len(bs)
+        nb = np.where(busy_at_end, ce, np.where(has_next, bs[np.clip(i, 0, len(bs) - 1)], ce))
+        # Each idle ns is charged once: a window starts no earlier than the previous one ends.
+        order = np.argsort(cs, kind="stable")
+        prev_end = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(nb[order])[:-1]]
+        eff = np.empty_like(cs)
+        eff[order] = np.maximum(cs[order], prev_end)
+        length = np.maximum(nb - eff, 0)
+        busy = intervals.overlap_each(eff, np.maximum(nb, eff), bs, be)
+        # Capped at the time the call blocked: without the wait the host would have run that
+        # much further ahead, so at most that much of the idle is the call's doing (a long host
+        # pause after a short sync is a launch gap, TL001, not a hidden sync).
+        idle[on] = np.minimum(np.where(has_next | busy_at_end, length - busy, 0), ce - cs)
+        # Shown window: from the GPU going idle (not before the call) to the GPU resuming.
+        last_end = np.where(i > 0, be[np.clip(i - 1, 0, None)], eff)
+        win_s[on] = np.where(busy_at_end, eff, np.clip(last_end, eff, np.maximum(nb, eff)))
+        win_e[on] = np.maximum(nb, eff)
+        # The work the call waited for: the last activity ending at or before the call's end.
+        eo = np.argsort(a_e, kind="stable")
+        k = np.searchsorted(a_e[eo], ce, side="right") - 1
+        waited[on] = np.where(k >= 0, a_n[eo][np.clip(k, 0, None)], "")
+        so = np.argsort(a_s, kind="stable")
+        k2 = np.searchsorted(a_s[so], ce, side="left")
+        nxt_name[on] = np.where(k2 < len(so), a_n[so][np.clip(k2, 0, len(so) - 1)], "")
+    cand["idle"] = np.maximum(idle, 0)
+    cand["win_start"], cand["win_end"] = win_s, win_e
+    cand["waited"], cand["next"] = waited, nxt_name
+
+
+def _devices(ctx, cand: pd.DataFrame) -> np.ndarray:
+    """Device per candidate: its sync/copy record, else the device the thread last launched
+    on, else the only device in use; -1 when unknown."""
+    tl = ctx.tl
+    n = len(cand)
+    device = np.full(n, -1, dtype=np.int64)
+    api = tl.api_calls
+    # api row -> device of the GPU activity it launched (copies, kernels, memsets)
+    act = tl.gpu_activity
+    api_dev = np.full(len(api), -1, dtype=np.int64)
+    la = ctx.activity_launch
+    ok = la >= 0
+    api_dev[la[ok]] = act["device"].to_numpy()[ok]
+    # sync records carry the device; join on correlation (and pid for nsys)
+    sy = tl.syncs
+    if len(sy):
+        use_pid = tl.meta.format == "nsys-sqlite"
+        s_corr = sy["correlation"].to_numpy()
+        s_key = (sy["pid"].to_numpy() << 32) ^ s_corr if use_pid else s_corr
+        a_corr = api["correlation"].to_numpy()
+        a_key = (api["pid"].to_numpy() << 32) ^ a_corr if use_pid else a_corr
+        good = (s_corr >= 0) & (sy["device"].to_numpy() >= 0)
+        m = pd.Series(sy["device"].to_numpy()[good], index=s_key[good])
+        m = m[~m.index.duplicated()]
+        rows = cand["row"].to_numpy()
+        hit = pd.Series(a_key[rows]).map(m).to_numpy()
+        hit = np.where(a_corr[rows] >= 0, hit, np.nan)
+        device = np.where(np.isnan(hit), -1, np.nan_to_num(hit, nan=-1)).astype(np.int64)
+    own = api_dev[cand["row"].to_numpy()]
+    device = np.where(device >= 0, device, own)
+    # the device this thread last launched on
+    has = api_dev >= 0
+    if has.any() and (device < 0).any():
+        cthr, lthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
+                                   (api["pid"].to_numpy()[has], api["tid"].to_numpy()[has]))
+        ls = api["start"].to_numpy()[has]
+        ld = api_dev[has]
+        t0 = int(min(ls.min(), cand["start"].min()))
+        span = np.int64(int(max(ls.max(), cand["start"].max())) - t0 + 2)
+        lk = lthr * span + (ls - t0)
+        order = np.argsort(lk, kind="stable")
+        lk, ld = lk[order], ld[order]
+        qk = cthr * span + (cand["start"].to_numpy() - t0)
+        pos = np.searchsorted(lk, qk, side="right") - 1
+        pc = np.clip(pos, 0, None)
+        prev = np.where((pos >= 0) & (lk[pc] // span == cthr), ld[pc], -1)
+        device = np.where(device >= 0, device, prev)
+    in_use = tl.devices_in_use()
+    if len(in_use) == 1:
+        device = np.where(device >= 0, device, in_use[0])
+    return device
