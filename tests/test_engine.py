@@ -140,3 +140,11 @@ def test_rules_skip_without_gpu_activity():
     rep = run_rules(Timeline(meta=Meta(format="kineto-json")), Config())
     assert rep.findings == [] or all("security" in r.title.lower() or r.rule.startswith("TL1") for r in rep.findings)
     assert rep.skipped.get("TL001") == "no GPU activity in the trace"
+
+
+def test_nesting_handles_zero_length_and_back_to_back():
+    from tracelint.timeline.nesting import nest
+    depth, parent = nest([0, 0, 0], [0, 10, 20], [100, 10, 30])
+    assert depth.tolist() == [0, 1, 1] and parent.tolist() == [-1, 0, 0]
+    depth, parent = nest([0, 0, 0], [0, 0, 10], [20, 10, 20])   # siblings touching at 10
+    assert depth.tolist() == [0, 1, 1] and parent.tolist() == [-1, 0, 0]

@@ -23,7 +23,8 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndar
     group = np.unique(np.asarray(group, dtype=np.int64), return_inverse=True)[1].astype(np.int64)
     t0 = int(np.min(start))
     start = np.asarray(start, dtype=np.int64) - t0
-    end = np.maximum(np.asarray(end, dtype=np.int64) - t0, start)
+    # A zero-length range would count as ended before it starts: give it 1 ns so it nests.
+    end = np.maximum(np.asarray(end, dtype=np.int64) - t0, start + 1)
     span = np.int64(int(end.max()) + 1)
     if (int(group.max()) + 1) * int(span) >= 2**62:
         raise ValueError("trace span too long to nest ranges")
