@@ -3,7 +3,10 @@
 On a GPU every `.item()` blocks the host until the device has finished all queued work (a
 hidden synchronisation, TL005/TL010), so the host cannot run ahead and launch the next kernels:
 the GPU idles between iterations. On the CPU the call is cheap, but the trace still shows the
-`aten::item` read-back at this line, once per iteration. Fixed twin: item_fixed.py.
+`aten::item` read-back in `record()`, once per iteration. Fixed twin: item_fixed.py.
+
+torch.profiler stacks name each Python frame by the line where the function starts, so the
+finding points at `def record` (the frame that issued the read-back).
 """
 import torch
 
@@ -14,10 +17,16 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(256, 64, device=device)
 y = torch.randn(256, 1, device=device)
 losses = []
+
+
+def record(loss):  # ANTI-PATTERN: called every iteration, it waits for the device
+    losses.append(loss.item())
+
+
 for it in range(8):
     opt.zero_grad(set_to_none=True)
     loss = torch.nn.functional.mse_loss(model(x), y)
     loss.backward()
     opt.step()
-    losses.append(loss.item())  # ANTI-PATTERN: host waits for the device every iteration
+    record(loss)
 print(f"final loss {losses[-1]:.4f}")

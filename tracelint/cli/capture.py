@@ -111,7 +111,7 @@ def capture(
     stderr.print(f"trace written: {trace}")
     if not lint_after:
         return
-    from .lint import lint as lint_cmd
-    lint_cmd(str(trace), fmt=fmt, select=select, output=None, ignore=None, config=None, rules_dir=None,
+    from .lint import Format, lint as lint_cmd
+    lint_cmd(str(trace), fmt=Format(fmt), select=select, output=None, ignore=None, config=None, rules_dir=None,
              fail_on=None, baseline=None, write_baseline=None, ncu=None, annotate=None, quiet=False,
              verbose=False)

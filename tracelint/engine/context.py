@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..timeline import intervals
+from ..timeline import classify, intervals
 from ..timeline.model import Timeline
 from .finding import Evidence, Measure, Where
 
@@ -30,9 +30,7 @@ CAPTURE_HINTS = {
     "nvtx": "annotate phases with torch.profiler.record_function / nvtx.annotate",
 }
 
-_USER_CODE_EXCLUDE = re.compile(
-    r"(site-packages|dist-packages|/lib/python\d|^<|torch/|/torch/|threading\.py|runpy\.py|"
-    r"contextlib\.py|built-in|importlib)")
+
 
 
 class Context:
@@ -141,9 +139,9 @@ class Context:
         f = self._frames_by_thread.get((int(pid), int(tid)))
         if f is None:
             return None
-        enc = f[(f["start"] <= t) & (f["end"] >= t)].sort_values("depth", ascending=False)
+        enc = f[(f["start"] <= t) & (f["end"] > t)].sort_values(["depth", "start"], ascending=False)
         for file, line, fn in zip(enc["file"], enc["line"], enc["function"]):
-            if not _USER_CODE_EXCLUDE.search(str(file)):
+            if not classify.LIBRARY_CODE.search(str(file)):
                 return str(file), int(line), str(fn)
         return None
 

@@ -55,6 +55,18 @@ API_ROLES: Sequence[tuple[str, str]] = (
 )
 
 _API_RES = [(c, re.compile(p)) for c, p in API_ROLES]
+
+#: Framework ops that read a device value back to the host (`.item()`, `.cpu()`, `.tolist()`,
+#: `torch.nonzero`, data-dependent shapes): on a GPU each blocks the host until the device drains.
+HOST_READBACK_OPS = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|nonzero_static|is_nonzero|"
+                               r"cpu|masked_select|unique\w*|tolist|repeat_interleave|bincount|"
+                               r"histc|allclose|equal)$")
+
+#: Python files that are library code, not the user's: findings point at the innermost frame
+#: outside these.
+LIBRARY_CODE = re.compile(
+    r"(site-packages|dist-packages|/lib/python\d|^<|torch/|/torch/|threading\.py|runpy\.py|"
+    r"contextlib\.py|built-in|importlib)")
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
 
 
