@@ -11,10 +11,9 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from tracelint.engine.config import Config
 from tracelint.engine.registry import builtin_rules
 from tracelint.engine.runner import lint
-from tracelint.synth.scenarios import all_scenarios, evaluate, write
+from tracelint.synth.scenarios import all_scenarios, evaluate, scenario_config, write
 
 
 def measure() -> dict[str, dict[str, int]]:
@@ -23,7 +22,7 @@ def measure() -> dict[str, dict[str, int]]:
         for s in all_scenarios():
             for fmt in s.formats:
                 path = write(s, fmt, tmp)
-                rep = lint(path, Config(select=["ALL"] if s.rule == "*" else [s.rule]))
+                rep = lint(path, scenario_config(s))
                 ok, _ = evaluate(s, rep.findings)
                 key = "tp" if s.fires and ok else "fn" if s.fires else "tn" if ok else "fp"
                 stats[s.rule if s.rule != "*" else "clean controls (all rules)"][key] += 1

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracelint.engine.config import Config
 from tracelint.engine.runner import lint
-from tracelint.synth.scenarios import all_scenarios, evaluate, write
+from tracelint.synth.scenarios import all_scenarios, evaluate, scenario_config, write
 
 CASES = [(s, fmt) for s in all_scenarios() for fmt in s.formats]
 
@@ -14,8 +13,7 @@ CASES = [(s, fmt) for s in all_scenarios() for fmt in s.formats]
 @pytest.mark.parametrize("scenario,fmt", CASES, ids=[f"{s.id}-{f}" for s, f in CASES])
 def test_planted(scenario, fmt, tmp_path):
     path = write(scenario, fmt, tmp_path)
-    select = ["ALL"] if scenario.rule == "*" else [scenario.rule]
-    report = lint(path, Config(select=select))
+    report = lint(path, scenario_config(scenario))
     ok, why = evaluate(scenario, report.findings)
     assert ok, why
 

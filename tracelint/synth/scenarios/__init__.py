@@ -68,3 +68,12 @@ def evaluate(scenario: Scenario, findings) -> tuple[bool, str]:
         if want not in got:
             return False, f"{key}: expected {want!r}, got {got!r}"
     return True, ""
+
+
+def scenario_config(scenario: Scenario):
+    """The rule under test alone; for clean controls every performance rule (the security rules
+    rightly flag the host and user names that real exports, and so the builder, record)."""
+    from ...engine.config import Config
+    if scenario.rule == "*":
+        return Config(select=["ALL"], ignore=["security"])
+    return Config(select=[scenario.rule])
