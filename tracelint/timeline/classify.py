@@ -19,16 +19,19 @@ KERNEL_CLASSES: Sequence[tuple[str, str]] = (
     ("communication", r"nccl|rccl|all_?reduce|allgather|all_gather|reduce_?scatter|alltoall|"
                       r"all_to_all|cross_device_reduce|multimem|nvls|deep_?ep|dispatch_kernel|"
                       r"combine_kernel|custom_ar|one_shot_all|two_shot_all|msccl"),
-    ("dequant", r"dequant|quantize|unpack_?int|int4|w4a16|awq|gptq|marlin|fp8_?cast|"
+    # Fused low-bit GEMMs dequantise inside the GEMM: they are GEMM time, not overhead.
+    ("gemm", r"marlin|machete|awq_gemm|gptq_gemm|w4a16_?gemm|fp8_gemm|scaled_mm|"
+             r"mxfp4.*(?:matmul|gemm)|(?:matmul|gemm).*mxfp4"),
+    ("dequant", r"dequant|quantize|unpack_?int|int4|w4a16|awq|gptq|fp8_?cast|"
                 r"scaled_fp8|cast_fp8|_quant_|quant_kernel|fp4"),
     ("attention", r"flash|fmha|attention|attn|sdpa|paged_?kv|mha_|softmax_?warp"),
+    ("layout", r"transpose|permute|contiguous|nchwToNhwc|nhwcToNchw|im2col|col2im|"
+               r"CatArrayBatchedCopy|batched_transpose"),
     ("gemm", r"gemm|matmul|sgemm|hgemm|dgemm|igemm|cutlass|cublas|xmma|wgmma|mma_|"
              r"Cijk_|hipblaslt|rocblas|ampere_.*(?:gemm|nn|nt|tn|tt)|volta_.*(?:gemm|nn|nt|tn)|"
              r"turing_.*(?:gemm|nn|nt|tn)|sm\d+_xmma|implicit_gemm|conv|cudnn|winograd|"
-             r"fprop|dgrad|wgrad|miopen|igemm"),
-    ("layout", r"transpose|permute|contiguous|copy_kernel|CatArrayBatchedCopy|"
-               r"im2col|col2im|nchwToNhwc|nhwcToNchw|layout|reorder|pad_kernel|"
-               r"direct_copy_kernel|unrolled_elementwise_kernel.*copy|batched_transpose"),
+             r"fprop|dgrad|wgrad|miopen"),
+    ("layout", r"copy_kernel|pad_kernel|direct_copy_kernel|unrolled_elementwise_kernel.*copy"),
     ("reduction", r"reduce_kernel|reduction|layer_?norm|rms_?norm|batch_?norm|group_?norm|"
                   r"softmax|argmax|topk|sort|scan|cumsum|welford"),
     ("memory", r"^memcpy|^memset|fill_kernel|FillFunctor|zero_"),
@@ -36,7 +39,7 @@ KERNEL_CLASSES: Sequence[tuple[str, str]] = (
                     r"relu|silu|add_kernel|mul_kernel|index_|scatter|gather|embedding"),
 )
 
-KERNEL_CLASS_NAMES = tuple(c for c, _ in KERNEL_CLASSES) + ("other",)
+KERNEL_CLASS_NAMES = tuple(dict.fromkeys(c for c, _ in KERNEL_CLASSES)) + ("other",)
 
 _KERNEL_RES = [(c, re.compile(p, re.IGNORECASE)) for c, p in KERNEL_CLASSES]
 
@@ -75,9 +78,24 @@ def strip_api_version(name: str) -> str:
     return _VERSION_SUFFIX.sub("", name) if name.startswith(("cuda", "hip")) else name
 
 
+def kernel_function_name(name: str) -> str:
+    """The kernel's qualified name without its parameter list, so parameter types such as
+    `cublasTransposeParams` do not decide the class."""
+    base = name.replace("(anonymous namespace)", "")
+    cut = base.find("(")
+    return base[:cut] if cut > 0 else base
+
+
+#: Mangled names (`_Z...`) carry template arguments such as cutlass's `Permute` layouts inside
+#: GEMM kernels, so for them the early layout entry (before GEMM) is skipped.
+_MANGLED_RES = [(c, rx) for i, (c, rx) in enumerate(_KERNEL_RES)
+                if not (c == "layout" and i < [c for c, _ in KERNEL_CLASSES].index("gemm", 2))]
+
+
 def kernel_class(name: str) -> str:
-    for cls, rx in _KERNEL_RES:
-        if rx.search(name):
+    fn = kernel_function_name(name)
+    for cls, rx in (_MANGLED_RES if fn.startswith("_Z") else _KERNEL_RES):
+        if rx.search(fn):
             return cls
     return "other"
 
