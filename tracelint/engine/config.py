@@ -6,6 +6,7 @@
     ignore = ["TL008"]
     fail-on = "warning"         # error | warning | info | never
     rules-dirs = ["my_rules"]
+    case-libraries = ["perf_cases"]   # matched beside the built-in case library
     baseline = "tracelint-baseline.json"
     [tool.tracelint.severity]
     TL002 = "info"
@@ -37,6 +38,7 @@ class Config:
     rules_dirs: list[str] = field(default_factory=list)
     fail_on: str = "warning"
     baseline: str | None = None
+    case_libraries: list[str] = field(default_factory=list)   # team case libraries
     source: str | None = None        # the file the settings came from
 
     def is_selected(self, rule: type[Rule]) -> bool:
@@ -86,7 +88,8 @@ def _from_table(table: dict[str, Any], source: str) -> Config:
     cfg = Config(source=source)
     mapping = {"select": "select", "ignore": "ignore", "fail-on": "fail_on", "fail_on": "fail_on",
                "rules-dirs": "rules_dirs", "rules_dirs": "rules_dirs", "baseline": "baseline",
-               "severity": "severity", "rules": "options"}
+               "severity": "severity", "rules": "options",
+               "case-libraries": "case_libraries", "case_libraries": "case_libraries"}
     for key, value in table.items():
         if key not in mapping:
             raise ConfigError(f"{source}: unknown setting {key!r} in tracelint config")
@@ -97,6 +100,7 @@ def _from_table(table: dict[str, Any], source: str) -> Config:
         cfg.ignore = [cfg.ignore]
     base = Path(source).parent
     cfg.rules_dirs = [str((base / d)) for d in cfg.rules_dirs]
+    cfg.case_libraries = [str(base / d) for d in cfg.case_libraries]
     if cfg.baseline:
         cfg.baseline = str(base / cfg.baseline)
     return cfg

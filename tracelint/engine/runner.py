@@ -60,6 +60,8 @@ def run_rules(tl: Timeline, config: Config | None = None, ncu: pd.DataFrame | No
     suppressed = 0
     if config.baseline:
         findings, suppressed = apply_baseline(findings, read_baseline(config.baseline))
+    from ..cases.library import default_libraries, match_findings
+    match_findings(findings, default_libraries(config.case_libraries), timeline=tl)
     return Report(source=tl.meta.source, timeline=tl, findings=findings,
                   rules=[rule_info(r) for r in selected], skipped=skipped,
                   suppressed=suppressed, elapsed_s=elapsed)

@@ -1,0 +1,12 @@
+"""The case library: performance failures with their evidence, fix, counter-example and
+rollback trigger, each replayable from a small trace excerpt. See docs/cases.md."""
+from __future__ import annotations
+
+from .excerpt import SIZE_LIMIT_BYTES, cut, cut_to_fit, stored_size
+from .library import (builtin_library, check_case, check_library, create_case, default_libraries,
+                      find_case, load_library, match_findings)
+from .model import Case, CaseError, load_case, save_case
+
+__all__ = ["Case", "CaseError", "SIZE_LIMIT_BYTES", "builtin_library", "check_case", "check_library",
+           "create_case", "cut", "cut_to_fit", "default_libraries", "find_case", "load_case",
+           "load_library", "match_findings", "save_case", "stored_size"]

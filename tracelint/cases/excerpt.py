@@ -1,0 +1,422 @@
+"""Cut a trace down to a time window plus context, in its own format, never touching the input.
+
+Kineto JSON (plain or gzip) -> a gzipped Kineto JSON that keeps, byte for byte:
+  * every metadata event (ph M) and every top-level key (deviceProperties, distributedInfo,
+    baseTimeNanoseconds, ...), plus a `tracelintExcerpt` key saying where it was cut;
+  * complete (X) events that overlap the window, instants and counters inside it;
+  * the launch calls (cuda_runtime / cuda_driver) of every kept GPU event, even when the call
+    lies before the window (the host runs ahead), the CPU ops / annotations / Python frames on
+    that thread that enclose such a call, and the ac2g flow pairs of the kept GPU events;
+  * the profiler-span event ("Trace" category) with its bounds clipped to the window.
+Nsight Systems SQLite -> a SQLite file with the SAME schema: the input is copied read-only
+with the sqlite3 backup API, then rows outside the window are deleted from every timed table
+(a `start` or `timestamp` column), keeping the launch calls (CUPTI runtime rows) of the kept
+GPU rows and the NVTX ranges that enclose them, NVTX registration rows, and every untimed
+table whole (StringIds, TARGET_INFO_*, ENUM_*, META_DATA_*, PROCESSES, ...); call-chain rows no
+kept event refers to are dropped; then VACUUM with 1 KiB pages.
+
+Size: excerpts are measured in stored bytes, the size git keeps (zlib-compressed): the file
+size of a .json.gz, the zlib size of a .sqlite. SIZE_LIMIT_BYTES (256 KiB) is the limit.
+"""
+from __future__ import annotations
+
+import bisect
+import gzip
+import io
+import os
+import sqlite3
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import msgspec
+
+from ..errors import TraceFormatError
+from .model import CaseError
+
+#: Stored (compressed) bytes one excerpt may take; see docs/cases.md for the reasoning.
+SIZE_LIMIT_BYTES = 256 * 1024
+EXCERPT_NAMES = {"kineto-json": "excerpt.json.gz", "nsys-sqlite": "excerpt.sqlite"}
+
+GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "cuda_sync"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
+HOST_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
+FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "async"}
+SPAN_CAT = "Trace"
+
+
+@dataclass
+class ExcerptInfo:
+    path: Path
+    format: str
+    window_ns: tuple[int, int]        # the window asked for
+    context_ns: int
+    bytes: int                        # file size
+    stored_bytes: int                 # compressed size (what the limit applies to)
+    kept: dict[str, int] = field(default_factory=dict)   # rows / events kept per table or kind
+
+    @property
+    def cut_window(self) -> tuple[int, int]:
+        return (self.window_ns[0] - self.context_ns, self.window_ns[1] + self.context_ns)
+
+
+def stored_size(path: str | Path) -> int:
+    """Bytes the file takes compressed: itself when gzipped, else its zlib (level 6) size."""
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        return len(data)
+    return len(zlib.compress(data, 6))
+
+
+def trace_format(path: str | Path) -> str:
+    from ..importers import sniff
+    fmt = sniff(Path(path))
+    if fmt == "nsys-rep":
+        raise CaseError(f"{path}: an .nsys-rep report; export it first "
+                        "(`nsys export --type sqlite`) and cut the .sqlite")
+    return fmt
+
+
+def cut(src: str | Path, out: str | Path, window: tuple[int, int], context_ns: int = 0) -> ExcerptInfo:
+    """Write the excerpt of `src` around `window` (ns, the trace's own time base) +- context."""
+    src, out = Path(src), Path(out)
+    a, b = int(window[0]), int(window[1])
+    if b < a:
+        raise CaseError(f"window {a}:{b}: end before start")
+    if context_ns < 0:
+        raise CaseError("context must be >= 0 ns")
+    if src.resolve() == out.resolve():
+        raise CaseError(f"{out}: the excerpt would overwrite its source")
+    fmt = trace_format(src)
+    lo, hi = a - context_ns, b + context_ns
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "kineto-json":
+        kept = _cut_kineto(src, out, lo, hi, (a, b), context_ns)
+    else:
+        kept = _cut_sqlite(src, out, lo, hi)
+    return ExcerptInfo(out, fmt, (a, b), int(context_ns), out.stat().st_size, stored_size(out), kept)
+
+
+def cut_to_fit(src: str | Path, out: str | Path, window: tuple[int, int], context_ns: int,
+               limit: int = SIZE_LIMIT_BYTES) -> ExcerptInfo:
+    """cut() with the context shrunk (halved down to 0) until the excerpt fits `limit`;
+    CaseError when even the bare window is too big."""
+    ctx = max(int(context_ns), 0)
+    tried = []
+    while True:
+        info = cut(src, out, window, ctx)
+        if info.stored_bytes <= limit:
+            return info
+        tried.append(ctx)
+        if ctx == 0:
+            break
+        ctx = ctx // 2 if ctx > 1000 else 0
+    Path(out).unlink(missing_ok=True)
+    a, b = window
+    raise CaseError(
+        f"the excerpt of window {a}:{b} is {info.stored_bytes / 1024:.0f} KiB stored even with no "
+        f"context, over the {limit // 1024} KiB limit for a case excerpt; pick a narrower --window "
+        f"(tried context {', '.join(_fmt_ns(c) for c in tried)})")
+
+
+def _fmt_ns(ns: int) -> str:
+    return f"{ns / 1e6:g} ms" if ns >= 1_000_000 else f"{ns / 1e3:g} µs" if ns >= 1000 else f"{ns} ns"
+
+
+# ----- Kineto --------------------------------------------------------------------------------
+class _Args(msgspec.Struct, gc=False):
+    correlation: Any = None
+
+
+class _Ev(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    args: _Args | None = None
+
+
+def _read_json_bytes(path: Path) -> bytes:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceFormatError(f"{path}: corrupt gzip: {exc}") from None
+    return raw
+
+
+def _us_ns(v: Any) -> int | None:
+    """Kineto µs (int, or decimal text via float_hook) -> exact int ns."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v * 1000
+    try:
+        return int(Decimal(str(v)) * 1000)
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def _us_text(ns: int) -> str:
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def _cut_kineto(src: Path, out: Path, lo: int, hi: int, window: tuple[int, int],
+                context_ns: int) -> dict[str, int]:
+    data = _read_json_bytes(src)
+    try:
+        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+        raws = msgspec.json.decode(top["traceEvents"], type=list[msgspec.Raw]) \
+            if "traceEvents" in top else None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceFormatError(f"{src}: not a Kineto trace: {exc}") from None
+    if raws is None:
+        raise TraceFormatError(f"{src}: not a Kineto trace: no traceEvents")
+    dec = msgspec.json.Decoder(_Ev, float_hook=str)
+    evs: list[_Ev | None] = []
+    for r in raws:
+        try:
+            evs.append(dec.decode(r))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            evs.append(None)
+
+    n = len(evs)
+    keep = [False] * n
+    ts = [None] * n
+    end = [None] * n
+    for i, e in enumerate(evs):
+        if e is None:
+            continue
+        t = _us_ns(e.ts)
+        ts[i] = t
+        end[i] = t + (_us_ns(e.dur) or 0) if t is not None else None
+        if e.ph == "M":
+            keep[i] = True
+        elif e.ph in ("s", "f", "t") and e.cat in FLOW_CATS:
+            continue                                   # decided with their GPU event below
+        elif t is None:
+            keep[i] = e.ph not in ("X", "B", "E")
+        elif e.ph == "X":
+            keep[i] = t <= hi and end[i] >= lo
+        else:
+            keep[i] = lo <= t <= hi
+
+    def corr_of(e: _Ev) -> int | None:
+        c = e.args.correlation if e.args is not None else None
+        return c if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else None
+
+    # flows: id by (pid, tid, ts) of their end ("f", at the GPU event) and start ("s", at the call)
+    f_at: dict[tuple, int] = {}
+    s_at: dict[tuple, int] = {}
+    for i, e in enumerate(evs):
+        if e is not None and e.cat in FLOW_CATS and isinstance(e.id, int):
+            (f_at if e.ph == "f" else s_at if e.ph == "s" else {})[(e.pid, e.tid, ts[i])] = e.id
+    gpu_corr: set[int] = set()
+    for i, e in enumerate(evs):
+        if keep[i] and e is not None and e.ph == "X" and e.cat in GPU_CATS:
+            c = corr_of(e)
+            if c is None:
+                c = f_at.get((e.pid, e.tid, ts[i]))
+            if c is not None:
+                gpu_corr.add(c)
+    extra_calls: dict[tuple, list[int]] = {}
+    for i, e in enumerate(evs):
+        if e is None or keep[i] or e.ph != "X" or e.cat not in LAUNCH_CATS:
+            continue
+        c = corr_of(e)
+        if c is None:
+            c = s_at.get((e.pid, e.tid, ts[i]))
+        if c is not None and c in gpu_corr:
+            keep[i] = True
+            extra_calls.setdefault((e.pid, e.tid), []).append(ts[i])
+    for calls in extra_calls.values():
+        calls.sort()
+    if extra_calls:   # host ranges on the call's thread that enclose an out-of-window call
+        for i, e in enumerate(evs):
+            if keep[i] or e is None or e.ph != "X" or e.cat not in HOST_CATS or ts[i] is None:
+                continue
+            calls = extra_calls.get((e.pid, e.tid))
+            if calls:
+                j = bisect.bisect_left(calls, ts[i])
+                if j < len(calls) and calls[j] <= end[i]:
+                    keep[i] = True
+    for i, e in enumerate(evs):
+        if e is not None and e.cat in FLOW_CATS and e.ph in ("s", "f", "t") and e.id in gpu_corr:
+            keep[i] = True
+
+    kept_raws: list[msgspec.Raw] = []
+    counts: dict[str, int] = {}
+    kept_ts = [ts[i] for i in range(n) if keep[i] and ts[i] is not None and evs[i].ph != "M"]
+    kept_end = [end[i] for i in range(n) if keep[i] and end[i] is not None and evs[i].ph != "M"
+                and evs[i].cat != SPAN_CAT]
+    for i in range(n):
+        if not keep[i]:
+            continue
+        e = evs[i]
+        raw = raws[i]
+        if e is not None and e.cat == SPAN_CAT and e.ph == "X" and ts[i] is not None:
+            s0 = max(ts[i], min(kept_ts, default=lo))
+            s1 = min(end[i], max(kept_end, default=hi))
+            raw = _retime(raw, s0, max(s1 - s0, 0))
+        kept_raws.append(raw)
+        key = e.cat if e is not None and e.cat else (e.ph if e is not None else "?")
+        counts[key] = counts.get(key, 0) + 1
+
+    top["traceEvents"] = msgspec.Raw(b"[\n" + b",\n".join(bytes(r) for r in kept_raws) + b"\n]")
+    top["tracelintExcerpt"] = msgspec.Raw(msgspec.json.encode({
+        "source": src.name, "window_ns": [window[0], window[1]], "context_ns": int(context_ns),
+        "events": len(kept_raws), "source_events": n}))
+    payload = msgspec.json.encode(top)
+    _write_gz(out, payload)
+    return counts
+
+
+def _retime(raw: msgspec.Raw, ts_ns: int, dur_ns: int) -> msgspec.Raw:
+    """The same event with ts/dur replaced (exact µs text with 3 decimals)."""
+    d = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+    d["ts"] = msgspec.Raw(_us_text(ts_ns).encode())
+    d["dur"] = msgspec.Raw(_us_text(dur_ns).encode())
+    return msgspec.Raw(msgspec.json.encode(d))
+
+
+def _write_gz(path: Path, payload: bytes) -> None:
+    """Deterministic gzip (mtime 0, no file name), written atomically."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write(payload)
+    _atomic_bytes(path, buf.getvalue())
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ----- Nsight Systems SQLite -----------------------------------------------------------------
+#: call-chain table -> (table, column) rows that refer to it by id
+_CALLCHAIN_REFS = {
+    "OSRT_CALLCHAINS": [("OSRT_API", "callchainId")],
+    "CUDA_CALLCHAINS": [("CUPTI_ACTIVITY_KIND_RUNTIME", "callchainId")],
+    "SAMPLING_CALLCHAINS": [("COMPOSITE_EVENTS", "id")],
+}
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+#: NVTX event types that register names (category 33, domain create 75): kept whatever their time
+NVTX_REGISTRATIONS = (33, 75)
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _ro_uri(path: Path) -> str:
+    return f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+
+
+def _cut_sqlite(src: Path, out: Path, lo: int, hi: int) -> dict[str, int]:
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    try:
+        try:
+            s = sqlite3.connect(_ro_uri(src), uri=True)
+        except sqlite3.Error as exc:
+            raise TraceFormatError(f"{src}: cannot open as SQLite: {exc}") from None
+        d = sqlite3.connect(tmp)
+        d.execute("PRAGMA synchronous = OFF")     # a scratch file until the rename
+        try:
+            s.backup(d)
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(f"{src}: cannot copy the SQLite file: {exc}") from None
+        finally:
+            s.close()
+        try:
+            counts = _prune(d, lo, hi)
+            d.commit()
+            d.execute("PRAGMA journal_mode = DELETE")
+            d.execute("PRAGMA page_size = 1024")
+            d.execute("VACUUM")
+        finally:
+            d.close()
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return counts
+
+
+def _prune(d: sqlite3.Connection, lo: int, hi: int) -> dict[str, int]:
+    tables = [r[0] for r in d.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+    cols = {t: [r[1] for r in d.execute(f"PRAGMA table_info({_q(t)})")] for t in tables}
+
+    def outside(t: str, alias: str = "") -> str | None:
+        c = cols[t]
+        p = f"{alias}." if alias else ""
+        if "start" in c and "end" in c:
+            return f"NOT ({p}start <= {hi} AND COALESCE({p}\"end\", {p}start) >= {lo})"
+        if "start" in c:
+            return f"NOT ({p}start BETWEEN {lo} AND {hi})"
+        if "timestamp" in c:
+            return f"NOT ({p}timestamp BETWEEN {lo} AND {hi})"
+        return None
+
+    timed = [t for t in tables if outside(t) is not None]
+    # 1. GPU-side and other timed tables (launch calls and NVTX after them)
+    for t in timed:
+        if t in (RUNTIME, NVTX):
+            continue
+        d.execute(f"DELETE FROM {_q(t)} WHERE {outside(t)}")
+    # 2. launch calls: in the window, or the call of a kept GPU row (same process)
+    if RUNTIME in cols and "correlationId" in cols[RUNTIME]:
+        gpu = [t for t in timed if t != RUNTIME and "correlationId" in cols[t]]
+        parts = [f"SELECT correlationId AS c, "
+                 f"{'globalPid >> 24' if 'globalPid' in cols[t] else 'NULL'} AS p FROM {_q(t)}"
+                 for t in gpu]
+        d.execute("DROP TABLE IF EXISTS temp.keep_corr")
+        d.execute("CREATE TEMP TABLE keep_corr (c INTEGER, p INTEGER)")
+        if parts:
+            d.execute("INSERT INTO temp.keep_corr " + " UNION ".join(parts))
+        d.execute("CREATE INDEX temp.keep_corr_c ON keep_corr (c)")
+        pid_match = "(k.p IS NULL OR k.p = r.globalTid >> 24)" if "globalTid" in cols[RUNTIME] else "1"
+        d.execute(f"DELETE FROM {_q(RUNTIME)} AS r WHERE {outside(RUNTIME, 'r')} AND NOT EXISTS "
+                  f"(SELECT 1 FROM temp.keep_corr k WHERE k.c = r.correlationId AND {pid_match})")
+        d.execute("DROP TABLE temp.keep_corr")
+    elif RUNTIME in cols and outside(RUNTIME):
+        d.execute(f"DELETE FROM {_q(RUNTIME)} WHERE {outside(RUNTIME)}")
+    # 3. NVTX: ranges in the window, ranges enclosing a kept launch call, name registrations
+    if NVTX in cols and outside(NVTX):
+        c = cols[NVTX]
+        keep = []
+        if "eventType" in c:
+            keep.append(f"n.eventType IN {NVTX_REGISTRATIONS}")
+        if RUNTIME in cols and {"start", "globalTid"} <= set(cols[RUNTIME]) and "globalTid" in c:
+            keep.append(f"EXISTS (SELECT 1 FROM {_q(RUNTIME)} r WHERE r.globalTid = n.globalTid "
+                        f"AND r.start >= n.start AND r.start <= COALESCE(n.\"end\", n.start))")
+        cond = outside(NVTX, "n") + "".join(f" AND NOT ({k})" for k in keep)
+        d.execute(f"DELETE FROM {_q(NVTX)} AS n WHERE {cond}")
+    # 4. call chains nothing refers to any more
+    for chain, refs in _CALLCHAIN_REFS.items():
+        if chain not in cols or "id" not in cols[chain]:
+            continue
+        if not all(t in cols and c in cols[t] for t, c in refs):
+            continue
+        ref_sql = " UNION ".join(f"SELECT {_q(c)} FROM {_q(t)} WHERE {_q(c)} IS NOT NULL" for t, c in refs)
+        d.execute(f"DELETE FROM {_q(chain)} WHERE id NOT IN ({ref_sql})")
+    return {t: d.execute(f"SELECT COUNT(*) FROM {_q(t)}").fetchone()[0] for t in timed}
