@@ -81,6 +81,8 @@ def lint(
     annotate: Annotated[Optional[str], typer.Option("--annotate", help="Write the trace with a tracelint findings track (Chrome trace JSON).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Summary and one line per finding.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Full evidence and capture hints.")] = False,
+    no_scrub: Annotated[bool, typer.Option("--no-scrub", help="Keep secrets in the report (by default tokens, passwords and keys in names and messages become <redacted>).")] = False,
+    scrub_paths: Annotated[bool, typer.Option("--scrub-paths", help="Also anonymise home directories, user and host names in the report.")] = False,
 ):
     """Lint a trace for performance anti-patterns."""
     from ..engine.baseline import write_baseline as save_baseline
@@ -92,6 +94,9 @@ def lint(
     if write_baseline:
         save_baseline(write_baseline, report.findings)
         stderr.print(f"baseline: {len(report.findings)} finding(s) accepted into {write_baseline}")
+    if not no_scrub:
+        from ..secrets import scrub_report
+        scrub_report(report, paths=scrub_paths)
     text = render(report, fmt, verbose=verbose, quiet=quiet)
     if text is not None:
         emit(text, output)

@@ -13,7 +13,8 @@ BASELINE_VERSION = 1
 
 
 def write_baseline(path: str | Path, findings: list[Finding]) -> None:
-    entries = sorted({(f.fingerprint(), f.rule, f.key) for f in findings})
+    from ..secrets import scrub_text   # keys are names from the trace: never commit a secret
+    entries = sorted({(f.fingerprint(), f.rule, scrub_text(f.key)) for f in findings})
     doc = {"version": BASELINE_VERSION,
            "findings": [{"fingerprint": fp, "rule": r, "key": k} for fp, r, k in entries]}
     write_atomic(path, json.dumps(doc, indent=1) + "\n")

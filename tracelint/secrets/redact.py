@@ -1,0 +1,371 @@
+"""Scrub secrets (and, on request, personal data) from traces and from tracelint's own output.
+
+- ``redact_file(src, dst, paths=False)``: a scrubbed copy of an Nsight Systems SQLite export or
+  a Kineto JSON / JSON.gz trace. The input is only ever opened read-only; ``dst`` must differ
+  from ``src``. Only the sensitive span of a string is replaced (``HF_TOKEN=<redacted>``,
+  ``/home/<user>/x.py``), so every timing, id and name the importers use is unchanged.
+  SQLite: the file is copied with the backup API from a read-only connection, text cells are
+  UPDATEd in the copy (bytes in, bytes out: NUL-separated environment blocks and invalid UTF-8
+  survive), then ``VACUUM`` rewrites the file so the old values do not linger in free pages,
+  and ``PRAGMA integrity_check`` must answer ok before the copy replaces ``dst`` atomically.
+  JSON: only top-level values / events whose raw bytes could hold a match are decoded (floats
+  as Decimal, so timestamps keep every digit), scrubbed (keys and values) and re-encoded; the
+  rest is spliced back byte for byte; gzip in, gzip out. Nothing to scrub: a verbatim copy.
+- ``scrub_text(s, paths=False)``: one string.
+- ``scrub_report(report, paths=False)``: everything a reporter may print, in place.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..errors import TracelintError, TraceFormatError
+from ..io import write_atomic
+from . import patterns as P
+from .scan import (Collector, Hit, ScanResult, detect_format, events_of,
+                   iter_sqlite_text, json_hits, json_matches, needles_in, open_readonly,
+                   read_json_bytes, scan_file, split_json, suspicious, walk_json, encode_text,
+                   _q)
+
+_EXACT_DEC = msgspec.json.Decoder(float_hook=Decimal)
+_EXACT_ENC = msgspec.json.Encoder(decimal_format="number")
+
+
+@dataclass
+class RedactResult:
+    source: str
+    output: str | None
+    format: str
+    hits: list[Hit]                                   # what was (or would be) replaced
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    changed_cells: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def secrets(self) -> int:
+        return sum(n for (kind, _), n in self.counts.items() if _category(kind) == P.SECRET)
+
+    @property
+    def personal(self) -> int:
+        return self.total - self.secrets
+
+
+def _category(kind: str) -> str:
+    return P.PERSONAL if kind in P.PERSONAL_MARKS else P.SECRET
+
+
+# ----------------------------------------------------------------------------------------
+# checks shared by the CLI and the API
+# ----------------------------------------------------------------------------------------
+def same_file(a: str | Path, b: str | Path) -> bool:
+    a, b = Path(a), Path(b)
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_file(src: str | Path, paths: bool = False) -> ScanResult:
+    """What redact_file would replace: secrets, plus personal data with paths=True."""
+    res = scan_file(src)
+    if paths:
+        return res
+    keep = {g: n for g, n in res.counts.items() if _category(g[0]) == P.SECRET}
+    return ScanResult(res.path, res.format, res.secrets, keep)
+
+
+def redact_file(src: str | Path, dst: str | Path, paths: bool = False) -> RedactResult:
+    """Write a scrubbed copy of trace `src` to `dst`. Raises TracelintError on bad input."""
+    src, dst = Path(src), Path(dst)
+    if not src.is_file():
+        raise TraceFormatError(f"{src}: no such file" if not src.exists() else f"{src}: not a file")
+    if same_file(src, dst):
+        raise TracelintError(f"{dst}: the output must not be the input (redact never edits a trace in place)")
+    if dst.is_dir():
+        raise TracelintError(f"{dst}: is a directory; give the output file name")
+    fmt = detect_format(src)
+    names = scan_file(src).names() if paths else None
+    if fmt == "nsys-sqlite":
+        return _redact_sqlite(src, dst, paths, names)
+    return _redact_json(src, dst, paths, names)
+
+
+def _scrub_with(text: str, ms: list[P.Match], paths: bool, names: P.NameSet | None) -> str:
+    new = P.apply(text, ms, paths) if ms else text
+    if paths and names:
+        new = names.sub(new)
+    return new
+
+
+# ----------------------------------------------------------------------------------------
+# SQLite
+# ----------------------------------------------------------------------------------------
+def _redact_sqlite(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -> RedactResult:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    col = Collector()
+    updates: list[tuple[str, str, int | None, str, str]] = []
+    try:
+        try:
+            source = open_readonly(src)
+        except sqlite3.Error as exc:
+            raise TraceFormatError(f"{src}: cannot open as SQLite: {exc}") from None
+        out = sqlite3.connect(tmp)
+        try:
+            try:
+                source.backup(out)
+            except sqlite3.DatabaseError as exc:
+                raise TraceFormatError(f"{src}: corrupt SQLite file: {exc}") from None
+            finally:
+                source.close()
+            out.execute("PRAGMA secure_delete = ON")
+            try:
+                for cell in iter_sqlite_text(out):
+                    ms = P.find_matches_cached(cell.text, cell.key, "", paths)
+                    new = _scrub_with(cell.text, ms, paths, names)
+                    if new == cell.text:
+                        continue
+                    for m in ms:
+                        if m.category == P.SECRET or paths:
+                            col.add(cell.text, m, cell.container, lambda c=cell: c.location)
+                    updates.append((cell.table, cell.column, cell.rowid, cell.text, new))
+            except sqlite3.DatabaseError as exc:
+                raise TraceFormatError(f"{src}: corrupt SQLite file: {exc}") from None
+            with out:
+                for table, column, rowid, old, new in updates:
+                    if rowid is not None:
+                        out.execute(f"UPDATE {_q(table)} SET {_q(column)} = CAST(? AS TEXT) "
+                                    "WHERE rowid = ?", (encode_text(new), rowid))
+                    else:
+                        out.execute(f"UPDATE {_q(table)} SET {_q(column)} = CAST(? AS TEXT) "
+                                    f"WHERE {_q(column)} = CAST(? AS TEXT)",
+                                    (encode_text(new), encode_text(old)))
+            out.execute("VACUUM")
+            check = out.execute("PRAGMA integrity_check").fetchall()
+            if check != [("ok",)]:
+                raise TracelintError(f"{src}: the scrubbed copy fails PRAGMA integrity_check: "
+                                     f"{check[0][0] if check else 'no answer'}")
+        except sqlite3.IntegrityError as exc:
+            raise TracelintError(f"{src}: cannot scrub: {exc}") from None
+        finally:
+            out.close()
+        os.replace(tmp, dst)
+    finally:
+        for leftover in (tmp, Path(str(tmp) + "-journal")):
+            try:
+                leftover.unlink()
+            except FileNotFoundError:
+                pass
+    return RedactResult(str(src), str(dst), "nsys-sqlite", col.hits, col.counts, len(updates))
+
+
+# ----------------------------------------------------------------------------------------
+# JSON
+# ----------------------------------------------------------------------------------------
+def _redact_json(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -> RedactResult:
+    data, was_gzip = read_json_bytes(src)
+    kind, top = split_json(src, data)
+    present = needles_in(data)
+    if paths and names:
+        present += needles_in(data, tuple(n.lower().encode() for n in names.kinds))
+    del data
+    col = Collector()
+    changed = 0
+
+    def visit(text, parts, key, is_key):
+        nonlocal changed
+        ms = json_matches(text, parts, key, is_key, paths)
+        new = _scrub_with(text, ms, paths, names)
+        if new == text:
+            return None
+        json_hits(col, text, parts, key, is_key,
+                  [m for m in ms if m.category == P.SECRET or paths])
+        changed += 1
+        return new
+
+    def scrub_raw(raw, parts):
+        """The raw slice, or a new Raw when something in it changed."""
+        before = changed
+        obj = _EXACT_DEC.decode(raw)
+        if isinstance(obj, str):
+            key = parts[-1] if parts and isinstance(parts[-1], str) else None
+            nv = visit(obj, list(parts), key, False)
+            obj = nv if nv is not None else obj
+        else:
+            obj = walk_json(obj, list(parts), visit)
+        return msgspec.Raw(_EXACT_ENC.encode(obj)) if changed != before else raw
+
+    prefix, events = events_of(kind, top)
+    events_changed = False
+    if present:
+        for i, raw in enumerate(events):
+            if suspicious(raw, present):
+                new = scrub_raw(raw, [*prefix, i])
+                if new is not raw:
+                    events[i] = new
+                    events_changed = True
+    if kind == "object":
+        out_top: dict[str, Any] = {}
+        for k, raw in top.items():
+            nk = visit(k, [], None, True)
+            nk = nk if nk is not None else k
+            if k == "traceEvents" and events:
+                value = msgspec.Raw(_EXACT_ENC.encode(events)) if events_changed else raw
+            else:
+                value = scrub_raw(raw, [k])       # metadata lives here: always decoded
+            base, n = nk, 2
+            while nk in out_top:
+                nk, n = f"{base}#{n}", n + 1
+            out_top[nk] = value
+        payload: Any = out_top
+    else:
+        payload = events
+    if changed == 0:
+        write_atomic(dst, src.read_bytes())           # nothing to scrub: a verbatim copy
+    else:
+        body = _EXACT_ENC.encode(payload)
+        write_atomic(dst, gzip.compress(body, compresslevel=6, mtime=0) if was_gzip else body)
+    return RedactResult(str(src), str(dst), "kineto-json", col.hits, col.counts, changed)
+
+
+# ----------------------------------------------------------------------------------------
+# strings and reports
+# ----------------------------------------------------------------------------------------
+def scrub_text(s: str, paths: bool = False) -> str:
+    """`s` with secrets replaced by <redacted>; with paths=True also home directories,
+    user / host names (in their known places) and e-mail addresses."""
+    if not isinstance(s, str) or not s:
+        return s
+    return P.scrub_string(s, paths=paths)
+
+
+class _Scrubber:
+    """scrub_text plus the exact secret values (and, with paths, the user / host names) the
+    scan of the report's own trace found, so a value that only looked secret in its
+    environment block is also removed where it reappears (an annotation name, ...)."""
+
+    def __init__(self, source: str | None, paths: bool, use_source: bool):
+        self.paths = paths
+        self.exact: re.Pattern | None = None
+        self.names: P.NameSet | None = None
+        self.memo: dict[str, str] = {}
+        if use_source and source:
+            try:
+                if Path(source).is_file():
+                    res = scan_file(source)
+                    raws = sorted({h.raw.strip() for h in res.secrets if len(h.raw.strip()) >= 6},
+                                  key=len, reverse=True)
+                    if raws:
+                        self.exact = re.compile("|".join(map(re.escape, raws)))
+                    if paths:
+                        self.names = res.names()
+            except (TracelintError, OSError):
+                pass
+
+    def __call__(self, s):
+        if not isinstance(s, str) or not s:
+            return s
+        hit = self.memo.get(s)
+        if hit is not None:
+            return hit
+        out = P.scrub_string(s, paths=self.paths, names=self.names)
+        if self.exact is not None:
+            out = self.exact.sub(P.REDACTED, out)
+        if len(self.memo) < 200_000:
+            self.memo[s] = out
+        return out
+
+    def deep(self, obj):
+        """Strings anywhere in dicts / lists / tuples (keys included)."""
+        if isinstance(obj, str):
+            return self(obj)
+        if isinstance(obj, dict):
+            return {self.deep(k): self.deep(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.deep(v) for v in obj]
+        if isinstance(obj, tuple):
+            return tuple(self.deep(v) for v in obj)
+        return obj
+
+
+def scrub_report(report, paths: bool = False, use_source: bool = True) -> None:
+    """Scrub, in place, everything a reporter may print from `report`: source path, finding
+    messages, titles, where fields (file, function, kernel, NVTX path), evidence summaries,
+    capture hints, fact and metric names, matched cases, skipped-rule reasons, rule docs, and
+    the timeline's names (tables, cached frames, metadata, notes, device names).
+
+    Finding keys (and so fingerprints, which are hashes) are left alone so baselines match.
+    use_source: also scan the trace file itself (cached; TL100 already did) for exact values.
+    """
+    f = _Scrubber(getattr(report, "source", None), paths, use_source)
+    report.source = f(report.source)
+    for fd in report.findings:
+        fd.message = f(fd.message)
+        fd.title = f(fd.title)
+        fd.fix = f(fd.fix)
+        fd.counter_example = f(fd.counter_example)
+        w = fd.where
+        w.file, w.function, w.kernel = f(w.file), f(w.function), f(w.kernel)
+        w.nvtx_path = [f(p) for p in w.nvtx_path]
+        for ev in fd.evidence.values():
+            ev.summary = f(ev.summary)
+            ev.capture_hint = f(ev.capture_hint)
+            ev.facts = {f(k): v for k, v in ev.facts.items()}
+        fd.metrics = {f(k): v for k, v in fd.metrics.items()}
+        fd.cases = f.deep(fd.cases)
+    report.skipped = {k: f(v) for k, v in report.skipped.items()}
+    for r in report.rules:
+        for attr in ("title", "summary", "doc", "fix", "counter_example"):
+            setattr(r, attr, f(getattr(r, attr)))
+    tl = getattr(report, "timeline", None)
+    if tl is not None:
+        scrub_timeline(tl, f)
+
+
+def scrub_timeline(tl, f) -> None:
+    """Scrub every string column of a Timeline's tables (and cached frames) and its meta."""
+    import pandas as pd
+    frames = [v for v in vars(tl).values() if isinstance(v, pd.DataFrame)]
+    for df in frames:
+        for c in df.columns:
+            s = df[c]
+            if isinstance(s.dtype, pd.CategoricalDtype):
+                cats = list(s.cat.categories)
+                new = [f(x) if isinstance(x, str) else x for x in cats]
+                if new == cats:
+                    continue
+                if len(set(new)) == len(new):
+                    df[c] = s.cat.rename_categories(new)
+                else:
+                    mapping = dict(zip(cats, new))
+                    df[c] = pd.Categorical(s.astype(object).map(mapping))
+            elif s.dtype == object and len(s):
+                uniq = pd.unique(s)
+                mapping = {u: f(u) for u in uniq if isinstance(u, str)}
+                if any(k != v for k, v in mapping.items()):
+                    df[c] = s.map(lambda x: mapping.get(x, x) if isinstance(x, str) else x)
+    m = tl.meta
+    m.source = f(m.source)
+    m.producer = f(m.producer)
+    m.format_version = f(m.format_version)
+    m.notes = [f(n) for n in m.notes]
+    for d in m.devices:
+        d.name = f(d.name)
+    m.extra = f.deep(m.extra)
+    m.raw_event_counts = {f(k): v for k, v in m.raw_event_counts.items()}

@@ -1,0 +1,587 @@
+"""Scan a trace file (Nsight Systems SQLite export, Kineto JSON / JSON.gz) for secrets and
+personal data. Returns Hits: where (table/column/row or JSON path), what kind, a masked
+preview — never the value itself in anything printable.
+
+SQLite: every TEXT value of every table's text-capable column (not INTEGER / REAL ones) is
+read as bytes (``CAST(col AS BLOB)``, so NUL separated environment blocks stay whole); tables with ``name`` and ``value`` columns
+(META_DATA_*, EXPORT_META_DATA, TARGET_INFO_SYSTEM_ENV) are read as key/value rows.
+JSON: the top level is split into raw slices with msgspec; only the slices whose bytes could
+hold a match (a lower-case literal of ``patterns.*_NEEDLES``) are decoded and walked, keys
+and values; a file whose bytes hold none of them is not walked at all.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import sqlite3
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import msgspec
+
+from ..errors import TraceFormatError
+from . import patterns as P
+
+SEVERITY = {P.SECRET: "error", P.PERSONAL: "info"}
+
+
+@dataclass
+class Hit:
+    """One sensitive value in a trace. `raw` is kept for in-memory scrubbing and never shown."""
+
+    location: str            # StringIds.value[id=17]  |  $.metadata.system.env.HF_TOKEN
+    container: str           # the group it belongs to: StringIds.value | $.metadata.system.env
+    kind: str                # patterns.KIND_LABELS key
+    category: str            # secret | personal
+    name: str | None         # variable / key name, if it was found under one
+    preview: str             # masked: hf_a…(37 chars)
+    raw: str = field(default="", repr=False, compare=False)
+
+    @property
+    def severity(self) -> str:
+        return SEVERITY[self.category]
+
+    @property
+    def label(self) -> str:
+        return P.KIND_LABELS.get(self.kind, self.kind)
+
+    def describe(self) -> str:
+        """`Hugging Face token (HF_TOKEN) at StringIds.value[id=17]: hf_a…(37 chars)`."""
+        name = f" ({self.name})" if self.name else ""
+        return f"{self.label}{name} at {self.location}: {self.preview}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"location": self.location, "container": self.container, "kind": self.kind,
+                "category": self.category, "severity": self.severity, "name": self.name,
+                "preview": self.preview}
+
+
+@dataclass
+class ScanResult:
+    path: str
+    format: str                              # nsys-sqlite | kineto-json
+    hits: list[Hit]                          # at most MAX_HITS_PER_GROUP per group
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)   # exact, per (kind, container)
+
+    def count(self, kind: str, container: str) -> int:
+        return self.counts.get((kind, container), 0)
+
+    @property
+    def secrets(self) -> list[Hit]:
+        return [h for h in self.hits if h.category == P.SECRET]
+
+    @property
+    def personal(self) -> list[Hit]:
+        return [h for h in self.hits if h.category == P.PERSONAL]
+
+    def names(self) -> P.NameSet:
+        """User and host names found (for replacing them everywhere with paths=True)."""
+        kinds: dict[str, str] = {}
+        for h in self.personal:
+            if h.kind in ("user-name", "host-name", "home-path") and h.raw:
+                kinds.setdefault(h.raw, "host-name" if h.kind == "host-name" else "user-name")
+        return P.NameSet(kinds)
+
+
+# ----------------------------------------------------------------------------------------
+# locations
+# ----------------------------------------------------------------------------------------
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@lru_cache(maxsize=8192)
+def safe_label(text: str, limit: int = 80) -> str:
+    """A key / name as it may appear in a location: secrets and personal data scrubbed."""
+    text = P.scrub_string(str(text), paths=True)
+    text = re.sub(r"[\x00-\x1f\x7f]", " ", text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def json_path(parts: list, generic: bool = False) -> str:
+    out = ["$"]
+    for p in parts:
+        if isinstance(p, int):
+            out.append("[*]" if generic else f"[{p}]")
+        else:
+            k = safe_label(p)
+            out.append(f".{k}" if _IDENT.match(k) else f"[{msgspec.json.encode(k).decode()}]")
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------------------------
+# SQLite
+# ----------------------------------------------------------------------------------------
+@dataclass
+class TextCell:
+    table: str
+    column: str
+    rowid: int | None        # None for WITHOUT ROWID tables (updated by value)
+    row_label: str           # id=17 | rowid=5 | row 3
+    key: str | None          # the row's `name` for the `value` column of a key/value table
+    text: str                # decoded with surrogateescape: bytes round-trip exactly
+
+    @property
+    def location(self) -> str:
+        key = f" name={safe_label(self.key, 40)}" if self.key else ""
+        return f"{self.table}.{self.column}[{self.row_label}{key}]"
+
+    @property
+    def container(self) -> str:
+        return f"{self.table}.{self.column}"
+
+
+def _decode(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def encode_text(s: str) -> bytes:
+    return s.encode("utf-8", "surrogateescape")
+
+
+def sqlite_tables(con: sqlite3.Connection) -> list[str]:
+    rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                       "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name").fetchall()
+    return [r[0] for r in rows]
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _may_hold_text(decl: str | None) -> bool:
+    """SQLite type affinity of a declared column type: INTEGER and REAL columns are skipped
+    (SQLite would turn a numeric-looking value into a number there, and exporters never put
+    text in them); TEXT, BLOB / untyped and NUMERIC ("JSON", ...) columns are scanned."""
+    d = (decl or "").upper()
+    if "INT" in d:
+        return False
+    if any(t in d for t in ("CHAR", "CLOB", "TEXT")) or "BLOB" in d or not d:
+        return True
+    return not any(t in d for t in ("REAL", "FLOA", "DOUB"))
+
+
+def iter_sqlite_text(con: sqlite3.Connection) -> Iterator[TextCell]:
+    """Every TEXT value of every table's text-capable columns, with its row."""
+    for table in sqlite_tables(con):
+        info = con.execute(f"PRAGMA table_info({_q(table)})").fetchall()
+        cols = [r[1] for r in info if _may_hold_text(r[2])]
+        if not cols:
+            continue
+        all_cols = [r[1] for r in info]
+        pk = [r[1] for r in info if r[5]]
+        int_pk = pk[0] if len(pk) == 1 and "INT" in (info[all_cols.index(pk[0])][2] or "").upper() else None
+        lower = {c.lower(): c for c in cols}
+        kv_name = lower.get("name") if "value" in lower and "name" in lower else None
+        kv_value = lower.get("value") if kv_name else None
+        try:
+            con.execute(f"SELECT rowid FROM {_q(table)} LIMIT 0")
+            has_rowid = True
+        except sqlite3.OperationalError:
+            has_rowid = False
+        sel = ", ".join(f"CASE WHEN typeof({_q(c)}) = 'text' THEN CAST({_q(c)} AS BLOB) END"
+                        for c in cols)
+        where = " OR ".join(f"typeof({_q(c)}) = 'text'" for c in cols)
+        head = "rowid, " if has_rowid else ""
+        cur = con.execute(f"SELECT {head}{sel} FROM {_q(table)} WHERE {where}")
+        for n, row in enumerate(cur):
+            rowid = row[0] if has_rowid else None
+            vals = row[1:] if has_rowid else row
+            label = (f"{int_pk}={rowid}" if int_pk else f"rowid={rowid}") if has_rowid else f"row {n}"
+            key = None
+            if kv_name is not None:
+                kb = vals[cols.index(kv_name)]
+                key = _decode(kb) if kb is not None else None
+            for c, v in zip(cols, vals):
+                if v is None:
+                    continue
+                yield TextCell(table, c, rowid, label, key if c == kv_value else None, _decode(v))
+
+
+def open_readonly(path: str | Path) -> sqlite3.Connection:
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    con = sqlite3.connect(uri, uri=True)
+    con.execute("SELECT count(*) FROM sqlite_master").fetchone()   # fails early on non-SQLite
+    return con
+
+
+def scan_sqlite(path: str | Path, personal: bool = True) -> Collector:
+    col = Collector()
+    try:
+        con = open_readonly(path)
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{path}: cannot open as SQLite: {exc}") from None
+    try:
+        for cell in iter_sqlite_text(con):
+            ms = P.find_matches_cached(cell.text, cell.key, "", personal)
+            for m in ms:
+                col.add(cell.text, m, cell.container, lambda: cell.location)
+    except sqlite3.DatabaseError as exc:
+        raise TraceFormatError(f"{path}: corrupt SQLite file: {exc}") from None
+    finally:
+        con.close()
+    return col
+
+
+# ----------------------------------------------------------------------------------------
+# JSON
+# ----------------------------------------------------------------------------------------
+#: A raw JSON slice that cannot contain a match is never decoded. The bytes are first
+#: lower-cased and squeezed (digits, spaces and punctuation no needle uses are deleted, in one
+#: C pass): the needle searches then read half the bytes. Squeezing can only add matches
+#: (false candidates cost a decode), never hide one. Escapes force decoding.
+BYTE_NEEDLES = tuple(n.encode() for n in (*P.SECRET_NEEDLES, *P.PERSONAL_NEEDLES,
+                                          *P.JSON_KEY_NEEDLES)) + (b"\\u", b"\\/")
+_KEEP = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-:/@=\"\\?")
+_LOWER = bytes((c + 32) if 65 <= c <= 90 else c for c in range(256))
+_DELETE = bytes(c for c in range(256) if c not in _KEEP)
+assert all(set(n) <= _KEEP for n in BYTE_NEEDLES)
+
+
+def squeeze(data) -> bytes:
+    return bytes(data).translate(_LOWER, _DELETE)
+
+
+_RAW_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_ANY = msgspec.json.Decoder()
+
+
+def read_json_bytes(path: str | Path) -> tuple[bytes, bool]:
+    """(decompressed bytes, was_gzip)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(data), True
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+            raise TraceFormatError(f"{path}: truncated or corrupt gzip data ({exc})") from None
+    return data, False
+
+
+def split_json(path: str | Path, data: bytes) -> tuple[str, dict[str, msgspec.Raw] | list[msgspec.Raw]]:
+    """('object', {key: raw}) or ('array', [raw, ...]); a clean one-line error otherwise."""
+    body = data.lstrip()
+    if body[:3] == b"\xef\xbb\xbf":
+        body = body[3:].lstrip()
+    try:
+        if body[:1] == b"{":
+            return "object", _RAW_TOP.decode(body)
+        if body[:1] == b"[":
+            return "array", _RAW_LIST.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        kind = "truncated JSON" if "truncated" in str(exc) else "malformed JSON"
+        msg = " ".join(str(exc).split())[:200]
+        raise TraceFormatError(f"{path}: {kind} ({msg})") from None
+    raise TraceFormatError(f"{path}: not a JSON trace (expected an object or array)")
+
+
+def events_of(kind: str, top) -> tuple[list, list[msgspec.Raw]]:
+    """(path prefix, raw events) of the traceEvents array, when it is one."""
+    if kind == "array":
+        return [], top
+    raw = top.get("traceEvents")
+    if raw is None:
+        return ["traceEvents"], []
+    try:
+        return ["traceEvents"], _RAW_LIST.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return ["traceEvents"], []
+
+
+def needles_in(data: bytes, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> tuple[bytes, ...]:
+    """The needles present in `data`, squeezed (what suspicious() takes).
+
+    Big buffers first get a table of the byte pairs they contain (one vectorised pass): a
+    needle with a pair that never occurs cannot occur, and is not searched for.
+    """
+    small = squeeze(data)
+    cands = [q for q in {squeeze(n) for n in needles} if q]
+    if len(small) > (1 << 20) and cands:
+        import numpy as np
+        a = np.frombuffer(small, np.uint8)
+        seen = np.zeros(65536, bool)
+        for lo in range(0, len(a) - 1, 1 << 24):          # bounded temporary memory
+            part = a[lo:lo + (1 << 24) + 1]
+            seen[(part[:-1].astype(np.uint16) << 8) | part[1:]] = True
+        cands = [q for q in cands if all(seen[(q[i] << 8) | q[i + 1]] for i in range(len(q) - 1))]
+    return tuple(q for q in cands if q in small)
+
+
+def suspicious(raw: msgspec.Raw | bytes, needles: tuple[bytes, ...]) -> bool:
+    """Could this raw slice hold a match? `needles`: from needles_in()."""
+    if not needles:
+        return False
+    small = squeeze(raw)
+    return any(n in small for n in needles)
+
+
+_KEY_INTEREST: dict[str, bool] = {}
+
+
+def _key_interesting(k: str) -> bool:
+    v = _KEY_INTEREST.get(k)
+    if v is None:
+        v = P.credential_strength(k) > 0 or P.personal_key_kind(k, "uname") is not None
+        if len(_KEY_INTEREST) < 100_000:
+            _KEY_INTEREST[k] = v
+    return v
+
+
+def walk_json(obj: Any, parts: list, visit: Callable[[str, list, str | None, bool], str | None]) -> Any:
+    """Visit every string (keys and values) under `obj`. visit(text, parts, key, is_key)
+    returns a replacement or None. Returns the (possibly new) object; containers are edited
+    in place, and a dict is rebuilt (same order) only when one of its keys changes."""
+    if isinstance(obj, dict):
+        new_keys: dict[str, str] | None = None
+        for k, v in obj.items():
+            if isinstance(k, str):
+                nk = visit(k, parts, None, True)
+                if nk is not None and nk != k:
+                    new_keys = new_keys or {}
+                    new_keys[k] = nk
+            if isinstance(v, str):
+                parts.append(k)
+                nv = visit(v, parts, k, False)
+                parts.pop()
+                if nv is not None:
+                    obj[k] = nv            # replacing a value during iteration is allowed
+            elif isinstance(v, (dict, list)):
+                parts.append(k)
+                walk_json(v, parts, visit)
+                parts.pop()
+        if new_keys:
+            items = list(obj.items())
+            obj.clear()
+            for k, v in items:
+                k = new_keys.get(k, k)
+                base, n = k, 2
+                while k in obj:          # two keys scrubbed to the same text stay two keys
+                    k, n = f"{base}#{n}", n + 1
+                obj[k] = v
+        return obj
+    if isinstance(obj, list):
+        for i, v in enumerate(obj):
+            if isinstance(v, str):
+                parts.append(i)
+                nv = visit(v, parts, None, False)
+                parts.pop()
+                if nv is not None:
+                    obj[i] = nv
+            elif isinstance(v, (dict, list)):
+                parts.append(i)
+                walk_json(v, parts, visit)
+                parts.pop()
+        return obj
+    return obj
+
+
+def json_matches(text: str, parts: list, key: str | None, is_key: bool,
+                 personal: bool) -> list[P.Match]:
+    if is_key:
+        return P.find_matches_cached(text, None, "", personal)
+    use_key = key if key is not None and _key_interesting(key) else None
+    hint = str(parts[-2]) if use_key is not None and len(parts) >= 2 else ""
+    return P.find_matches_cached(text, use_key, hint, personal)
+
+
+#: At most this many hits are kept per (kind, container) group; `counts` stays exact.
+MAX_HITS_PER_GROUP = 200
+
+
+class Collector:
+    """Hits, capped per group, with exact counts per (kind, container)."""
+
+    def __init__(self):
+        self.hits: list[Hit] = []
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def add(self, text: str, m: P.Match, container: str, location: Callable[[], str]) -> None:
+        g = (m.kind, container)
+        n = self.counts.get(g, 0) + 1
+        self.counts[g] = n
+        if n > MAX_HITS_PER_GROUP:
+            return
+        raw = text[m.start:m.end]
+        self.hits.append(Hit(location=location(), container=container, kind=m.kind,
+                             category=m.category, name=safe_label(m.name) if m.name else None,
+                             preview=P.mask(raw, m.kind), raw=raw))
+
+
+@lru_cache(maxsize=4096)
+def _generic_path(parts: tuple) -> str:
+    return json_path(list(parts), generic=True)
+
+
+def json_hits(col: Collector, text: str, parts: list, key: str | None, is_key: bool,
+              ms: list[P.Match]) -> None:
+    gparts = tuple(p if isinstance(p, str) else 0 for p in parts)
+    frozen = list(parts)
+    for m in ms:
+        if is_key:
+            col.add(text, m, _generic_path(gparts) + " (keys)",
+                    lambda: json_path(frozen) + " (key)")
+        elif key is not None and m.name == key:
+            col.add(text, m, _generic_path(gparts[:-1]), lambda: json_path(frozen))
+        else:
+            col.add(text, m, _generic_path(gparts), lambda: json_path(frozen))
+
+
+def scan_json(path: str | Path, personal: bool = True) -> Collector:
+    data, _ = read_json_bytes(path)
+    kind, top = split_json(path, data)        # rejects malformed input
+    present = needles_in(data)
+    del data
+    col = Collector()
+
+    def visit(text, parts, key, is_key):
+        ms = json_matches(text, parts, key, is_key, personal)
+        if ms:
+            json_hits(col, text, parts, key, is_key, ms)
+        return None
+
+    prefix, events = events_of(kind, top)
+    if kind == "object":
+        for k, raw in top.items():
+            if k == "traceEvents" and events:
+                continue
+            visit(k, [], None, True)
+            _scan_raw(raw, [k], visit)        # metadata lives here: always decoded
+    for i, raw in enumerate(events):
+        if suspicious(raw, present):
+            _scan_raw(raw, [*prefix, i], visit)
+    return col
+
+
+def _scan_raw(raw, parts: list, visit) -> Any:
+    """Decode one raw slice and visit it; returns the (possibly edited) object."""
+    obj = _ANY.decode(raw)
+    if isinstance(obj, str):
+        key = parts[-1] if parts and isinstance(parts[-1], str) else None
+        nv = visit(obj, list(parts), key, False)
+        return nv if nv is not None else obj
+    return walk_json(obj, list(parts), visit)
+
+
+# ----------------------------------------------------------------------------------------
+# entry point, with a small cache (TL100, TL101 and scrub_report scan the same file)
+# ----------------------------------------------------------------------------------------
+_CACHE: "OrderedDict[tuple, ScanResult]" = OrderedDict()
+
+
+def detect_format(path: str | Path) -> str:
+    from ..importers import sniff
+    fmt = sniff(Path(path))
+    if fmt == "nsys-rep":
+        raise TraceFormatError(
+            f"{path}: an Nsight Systems report; export it to SQLite first "
+            f"(nsys export --type sqlite {Path(path).name})")
+    return fmt
+
+
+def scan_file(path: str | Path, personal: bool = True) -> ScanResult:
+    """Hits of a trace file (cached on path, size and mtime). Raises TraceFormatError."""
+    p = Path(path)
+    fmt = detect_format(p)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns, personal)
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    col = scan_sqlite(p, personal) if fmt == "nsys-sqlite" else scan_json(p, personal)
+    res = ScanResult(str(path), fmt, col.hits, col.counts)
+    _CACHE[key] = res
+    while len(_CACHE) > 4:
+        _CACHE.popitem(last=False)
+    return res
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+def is_file(path: str | os.PathLike | None) -> bool:
+    try:
+        return bool(path) and Path(path).is_file()
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------------------
+# findings (shared by TL100 and TL101)
+# ----------------------------------------------------------------------------------------
+def grouped(res: ScanResult, category: str, by_container: bool = True
+            ) -> list[tuple[str, str, int, list[Hit]]]:
+    """(kind, container, exact count, kept hits) per group of one category, biggest first.
+    by_container=False: one group per kind (container lists every container, in order)."""
+    groups: dict[tuple[str, str], list[Hit]] = {}
+    for h in res.hits:
+        if h.category == category:
+            groups.setdefault((h.kind, h.container if by_container else ""), []).append(h)
+    out = []
+    for (k, c), hs in groups.items():
+        if by_container:
+            n = max(res.count(k, c), len(hs))
+        else:
+            n = max(sum(v for (kk, _), v in res.counts.items() if kk == k), len(hs))
+            c = ", ".join(dict.fromkeys(h.container for h in hs))
+        out.append((k, c, n, hs))
+    return sorted(out, key=lambda g: (-g[2], g[0], g[1]))
+
+
+def _listing(items: list[str], total: int, limit: int = 6) -> str:
+    shown = items[:limit]
+    more = max(total - len(shown), 0)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def rule_findings(rule, ctx, category: str, by_container: bool = True):
+    """One finding per (kind, container) group (per kind with by_container=False) of the
+    trace file's hits of `category`.
+
+    Nothing when the trace was not loaded from a readable file (an in-memory Timeline, a
+    .nsys-rep exported to a temporary SQLite file): there is no file to point at.
+    """
+    from ..engine.finding import Evidence, Layer, Measure, Where
+    from ..errors import TracelintError
+    tl = ctx.tl
+    src = tl.meta.source
+    if not is_file(src):
+        return
+    try:
+        res = scan_file(src)
+    except (TracelintError, OSError, sqlite3.Error):
+        return
+    if tl.meta.format and res.format != tl.meta.format:
+        return
+    for kind, container, n, hits in grouped(res, category, by_container):
+        label = P.KIND_LABELS.get(kind, kind)
+        locations = list(dict.fromkeys(h.location for h in hits))
+        names = list(dict.fromkeys(h.name for h in hits if h.name))
+        previews = list(dict.fromkeys(h.preview for h in hits))
+        named = f" under {_listing(names, len(names), 6)}" if names else ""
+        values = f"{n} value{'s' if n != 1 else ''}"
+        message = (f"{label} in {container}: {values}{named}, first at {locations[0]} "
+                   f"({previews[0]})")
+        capped = n > len(hits)          # more values than hits kept: places are a lower bound
+        n_loc = len(locations)
+        places = f"{n_loc}{'+' if capped else ''} place{'s' if n_loc != 1 or capped else ''}"
+        system = Evidence.measured(
+            f"{values} in {places}: {_listing(locations, n_loc, 6)}{', …' if capped else ''}; "
+            f"shown masked: {_listing(previews, len(previews), 4)}.",
+            count=Measure(n, "count"), locations=Measure(n_loc, "count"))
+        yield rule.finding(
+            ctx, message=message, impact_ns=0,
+            where=Where(file=str(src), function=locations[0], rank=tl.meta.rank),
+            occurrences=n,
+            evidence={Layer.SYSTEM: system,
+                      Layer.KERNEL: Evidence.not_applicable("security finding"),
+                      Layer.MICROARCH: Evidence.not_applicable("security finding")},
+            metrics={"count": Measure(n, "count")},
+            key=f"{kind}@{container}" if by_container else kind)
