@@ -112,4 +112,4 @@ def make_table(table: str, columns: Mapping[str, object], n: int | None = None) 
             data[col] = pd.Categorical(["unknown"] * n) if n else pd.Categorical([])
         else:
             data[col] = pd.Series([None] * n, dtype=object)
-    return pd.DataFrame(data)
+    return pd.DataFrame(data, copy=False)
