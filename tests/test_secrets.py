@@ -625,3 +625,24 @@ def test_redact_paths_round_trip_on_shared_traces(trace, tmp_path):
     assert timeline_fingerprint(tracelint.load(trace)) == timeline_fingerprint(tracelint.load(out))
     left = check_file(out, paths=True)
     assert left.counts == {}, [h.to_dict() for h in left.hits[:5]]
+
+
+def test_quick_scan_of_large_json_reads_metadata_and_says_so(tmp_path, monkeypatch):
+    """Lint's quick scan of a large Kineto trace reads only the top-level metadata (where
+    environment blocks live), finds a secret there, and reports that events were not scanned."""
+    import json as _json
+    from tracelint.secrets import scan as S
+    token = "hf_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z"
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 1, "tid": 7, "ts": i, "dur": 1,
+               "args": {"device": 0, "stream": 7}} for i in range(2000)]
+    doc = {"schemaVersion": 1, "traceEvents": events,
+           "metadata": {"system": {"env": {"HF_TOKEN": token}}}}
+    path = tmp_path / "big.json"
+    path.write_text(_json.dumps(doc))
+    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", 1000)
+    S.clear_cache()
+    quick = S.scan_file(path, deep=False)
+    assert quick.partial and any(token in h.raw for h in quick.secrets)
+    S.clear_cache()
+    full = S.scan_file(path)
+    assert not full.partial and any(token in h.raw for h in full.secrets)

@@ -112,6 +112,6 @@ def capture(
     if not lint_after:
         return
     from .lint import Format, lint as lint_cmd
-    lint_cmd(str(trace), fmt=Format(fmt), select=select, output=None, ignore=None, config=None, rules_dir=None,
+    lint_cmd([str(trace)], fmt=Format(fmt), select=select, output=None, ignore=None, config=None, rules_dir=None,
              fail_on=None, baseline=None, write_baseline=None, ncu=None, annotate=None, quiet=False,
-             verbose=False, no_scrub=False, scrub_paths=False)
+             verbose=False, no_scrub=False, scrub_paths=False, jobs=None, dask=None)

@@ -67,7 +67,7 @@ def render(report, fmt: Format, verbose: bool = False, quiet: bool = False) -> s
 
 @app.command()
 def lint(
-    trace: Annotated[str, typer.Argument(help="Trace file (nsys .sqlite, Kineto .json/.json.gz, .nsys-rep)")],
+    traces: Annotated[list[str], typer.Argument(help="Trace file, or several files / a folder / a glob / an fsspec URL of one job's ranks (nsys .sqlite, Kineto .json/.json.gz, .nsys-rep)")],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Report format.")] = Format.terminal,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write the report to this file (atomically).")] = None,
     select: Annotated[Optional[list[str]], typer.Option("--select", help="Rules to run: ids, prefixes, slugs, groups, ALL.")] = None,
@@ -83,11 +83,20 @@ def lint(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Full evidence and capture hints.")] = False,
     no_scrub: Annotated[bool, typer.Option("--no-scrub", help="Keep secrets in the report (by default tokens, passwords and keys in names and messages become <redacted>).")] = False,
     scrub_paths: Annotated[bool, typer.Option("--scrub-paths", help="Also anonymise home directories, user and host names in the report.")] = False,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Worker processes for a multi-rank job (default: min(CPUs, ranks)).")] = None,
+    dask: Annotated[Optional[str], typer.Option("--dask", help="Run the per-rank work on this Dask scheduler (tcp://host:8786); the workers read the traces (shared path or fsspec URL).")] = None,
 ):
     """Lint a trace for performance anti-patterns."""
     from ..engine.baseline import write_baseline as save_baseline
     from ..engine.runner import lint as run_lint
     cfg = build_config(config, select, ignore, rules_dir, fail_on, baseline)
+    from ..ranks.job import is_job_input, lint_job_command
+    if dask or is_job_input(traces):
+        raise typer.Exit(lint_job_command(
+            traces, cfg, fmt.value, output=output, jobs=jobs, dask=dask, write_baseline=write_baseline,
+            ncu=ncu, annotate=annotate, quiet=quiet, verbose=verbose, no_scrub=no_scrub,
+            scrub_paths=scrub_paths))
+    trace = traces[0]
     tl = load_trace(trace, progress=fmt is Format.terminal and not quiet)
     report = run_lint(tl, cfg, ncu=ncu)
     report.source = trace

@@ -268,7 +268,7 @@ class _Scrubber:
         if use_source and source:
             try:
                 if Path(source).is_file():
-                    res = scan_file(source)
+                    res = scan_file(source, deep=False)
                     raws = sorted({h.raw.strip() for h in res.secrets if len(h.raw.strip()) >= 6},
                                   key=len, reverse=True)
                     if raws:

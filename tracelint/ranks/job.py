@@ -1,0 +1,464 @@
+"""Multi-rank jobs: find the traces, run the per-rank map (local process pool or Dask), group
+them into one job, assign rank ids, and run the cross-rank rules on the summaries.
+
+    report = lint_job(["traces/run42/"], config, jobs=4)                     # local pool
+    report = lint_job(["s3://bucket/run42/"], config, dask_address="tcp://sched:8786")
+
+Rank ids come from, in order: the trace's distributedInfo (Kineto), the NVTX "MPI Rank N"
+thread name (nsys MPI tracing), the file name (rank3, rank_3, rank-3, rank3of8, _3of8), the
+device id or process order of an nsys export that holds several processes, and last the
+input order (noted). Files of other jobs in the same folder (a different world size, a
+recording time that does not overlap, a rank id already taken) are listed as not part of the
+job and left out of the cross-rank analysis.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob as globmod
+import gzip
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..engine.config import Config
+from ..errors import ConfigError, TraceFormatError, TracelintError
+from .report import JobReport
+from .rules import CrossRankRule, JobContext, cross_rank_rules
+from .summary import RankSummary, is_url, rank_from_name, summarize_source
+
+#: Files taken from a folder when their content says they are traces.
+TRACE_NAMES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".qdrep", ".gz")
+#: Recording windows of ranks of one job overlap; this much apart still counts (clock skew).
+TIME_SLACK_NS = 120 * 10**9
+STRONG_SOURCES = ("distributedInfo", "nsys MPI rank")
+
+Progress = Callable[[int, int, str], None]
+
+
+# ----- discovery -------------------------------------------------------------------------------
+def is_job_input(paths: Sequence[str]) -> bool:
+    """True when `tracelint lint` should analyse a job: several paths, a folder, a glob or an
+    fsspec URL (one local trace file keeps the per-trace path)."""
+    paths = [str(p) for p in paths]
+    if len(paths) != 1:
+        return True
+    p = paths[0]
+    return is_url(p) or any(ch in p for ch in "*?[") or Path(p).is_dir()
+
+
+
+def discover(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(trace sources, notes): folders are listed (not recursively) and their files kept when
+    their first bytes say trace; explicit files are always kept (a bad one fails as a rank)."""
+    sources: list[str] = []
+    notes: list[str] = []
+    for p in paths:
+        p = str(p)
+        if is_url(p):
+            found = _discover_url(p)
+            if not found:
+                raise TracelintError(f"{p}: no trace files found")
+            sources += found
+            continue
+        if any(ch in p for ch in "*?["):
+            matches = sorted(globmod.glob(p))
+            if not matches:
+                raise TracelintError(f"{p}: no file matches")
+            sources += [m for m in matches if Path(m).is_file()]
+            continue
+        path = Path(p)
+        if path.is_dir():
+            kept = 0
+            for f in sorted(path.iterdir()):
+                if not f.is_file() or f.name.startswith("."):
+                    continue
+                why = _not_a_trace(f)
+                if why is None:
+                    sources.append(str(f))
+                    kept += 1
+                elif f.name.endswith(TRACE_NAMES):
+                    notes.append(f"{f.name}: skipped ({why})")
+            if not kept:
+                raise TracelintError(f"{p}: no trace files in this folder")
+        elif path.exists():
+            sources.append(str(path))
+        else:
+            raise TraceFormatError(f"{p}: no such file or folder")
+    sources, dup_notes = _dedupe(sources)
+    return sources, notes + dup_notes
+
+
+def _not_a_trace(f: Path) -> str | None:
+    from ..importers import sniff
+    try:
+        fmt = sniff(f)
+    except TraceFormatError as exc:
+        return str(exc).split(": ", 1)[-1]
+    if fmt != "kineto-json":
+        return None
+    try:
+        with open(f, "rb") as fh:
+            head = fh.read(2)
+        opener = gzip.open if head == b"\x1f\x8b" else open
+        with opener(f, "rb") as fh:
+            block = fh.read(1 << 16)
+    except (OSError, EOFError):
+        return None            # unreadable: let the rank fail and say why
+    if b'"traceEvents"' in block or b'"ph"' in block:
+        return None
+    return "JSON without trace events"
+
+
+def _discover_url(url: str) -> list[str]:
+    import fsspec
+    fs, root = fsspec.core.url_to_fs(url)
+    if any(ch in root for ch in "*?["):
+        files = sorted(fs.glob(root))
+    elif fs.isdir(root):
+        files = sorted(f for f in fs.ls(root, detail=False) if fs.isfile(f))
+        files = [f for f in files if f.endswith(TRACE_NAMES)]
+    else:
+        files = [root]
+    return [fs.unstrip_protocol(f) for f in files]
+
+
+def _dedupe(sources: list[str]) -> tuple[list[str], list[str]]:
+    """Drop a .nsys-rep / .qdrep whose SQLite export sits beside it; drop exact duplicates."""
+    seen, out, notes = set(), [], []
+    stems = {os.path.splitext(s)[0] for s in sources if s.endswith(".sqlite")}
+    for s in sources:
+        if s in seen:
+            continue
+        seen.add(s)
+        if s.endswith((".nsys-rep", ".qdrep")) and os.path.splitext(s)[0] in stems:
+            notes.append(f"{os.path.basename(s)}: skipped (its .sqlite export is analysed)")
+            continue
+        out.append(s)
+    return out, notes
+
+
+# ----- configuration ----------------------------------------------------------------------------
+def split_config(config: Config | None) -> tuple[Config, Config]:
+    """(per-rank config, cross-rank config): selectors, options and severities for TL2xx rules
+    go to the cross-rank step, the rest to the per-trace rules. Validates both."""
+    from ..engine.registry import all_rules, matches
+    config = config or Config()
+    per_rules = all_rules(config.rules_dirs)
+    cross = cross_rank_rules()
+    for sel in (*config.select, *config.ignore):
+        if not any(matches(r, sel) for r in (*per_rules, *cross)):
+            raise ConfigError(f"unknown rule selector {sel!r} (see `tracelint rules`)")
+    cross_keys = {r.id for r in cross} | {r.slug for r in cross}
+    per_keys = {r.id for r in per_rules} | {r.slug for r in per_rules}
+    for key in config.options:
+        if key not in cross_keys and key not in per_keys:
+            raise ConfigError(f"options given for unknown rule {key!r}")
+
+    def only(sels, rules):
+        return [s for s in sels if any(matches(r, s) for r in rules)]
+    per = dataclasses.replace(config, select=only(config.select, per_rules),
+                              ignore=only(config.ignore, per_rules),
+                              options={k: v for k, v in config.options.items() if k not in cross_keys})
+    crossc = dataclasses.replace(config, select=only(config.select, cross),
+                                 ignore=only(config.ignore, cross),
+                                 options={k: v for k, v in config.options.items() if k in cross_keys},
+                                 rules_dirs=[])
+    per.validate(per_rules)
+    for r in cross:
+        crossc.options_for(r)
+    return per, crossc
+
+
+# ----- execution: the map step ------------------------------------------------------------------
+def run_map(sources: Sequence[str], config: Config | None, jobs: int | None = None,
+            dask_address: Any = None, progress: Progress | None = None) -> tuple[list[RankSummary], dict]:
+    """Summaries of every source, from a local process pool or a Dask cluster."""
+    sources = list(sources)
+    if dask_address is not None:
+        return _map_dask(sources, config, dask_address, progress)
+    n = jobs if jobs is not None else min(os.cpu_count() or 1, max(len(sources), 1))
+    if n <= 0:
+        return _map_inline(sources, config, progress)
+    return _map_local(sources, config, max(1, min(n, len(sources) or 1)), progress)
+
+
+def _failed(source: str, error: str) -> RankSummary:
+    label = os.path.basename(source.rstrip("/"))
+    r, w = rank_from_name(label)
+    return RankSummary(source=source, label=label, ok=False, error=error, rank_hint=r,
+                       rank_source="file name" if r is not None else "", world_size=w)
+
+
+def _map_inline(sources, config, progress):
+    out = []
+    for i, s in enumerate(sources):
+        out += summarize_source(s, config)
+        if progress:
+            progress(i + 1, len(sources), os.path.basename(s))
+    return out, {"mode": "inline", "workers": 1}
+
+
+def _mp_context():
+    """fork where the OS has it (Linux): workers start fast, inherit the imported modules, and a
+    caller's script is never re-imported (spawn and forkserver re-run an unguarded script in
+    every worker). The pool forks all its workers at the first submit, before any thread of
+    ours runs (the progress bar starts after). Elsewhere spawn. TRACELINT_MP_START overrides."""
+    import multiprocessing as mp
+    method = os.environ.get("TRACELINT_MP_START") or (
+        "fork" if "fork" in mp.get_all_start_methods() and os.name == "posix"
+        and os.uname().sysname == "Linux" else "spawn")
+    return mp.get_context(method)
+
+
+def _map_local(sources, config, workers, progress):
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+    out: list[RankSummary] = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context()) as ex:
+        futs = {ex.submit(summarize_source, s, config): s for s in sources}
+        if progress:
+            progress(0, len(sources), "")
+        for done, fut in enumerate(as_completed(futs), 1):
+            src = futs[fut]
+            try:
+                out += fut.result()
+            except BrokenProcessPool:
+                out.append(_failed(src, "the worker process died (out of memory?) while reading it"))
+            except Exception as exc:  # noqa: BLE001
+                out.append(_failed(src, f"{type(exc).__name__}: {exc}"))
+            if progress:
+                progress(done, len(sources), os.path.basename(src))
+    return out, {"mode": "local process pool", "workers": workers}
+
+
+def _map_dask(sources, config, address, progress):
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise TracelintError("--dask needs the dask extra: pip install 'tracelint[dask]'") from None
+    own = not isinstance(address, Client)
+    try:
+        client = Client(address, timeout="30s") if own else address
+    except (OSError, TimeoutError) as exc:
+        raise TracelintError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    try:
+        futs = client.map(summarize_source, sources, config=config, pure=False,
+                          key=[f"tracelint-rank-{i}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(s))[:40]
+                               for i, s in enumerate(sources)])
+        src_of = {f.key: s for f, s in zip(futs, sources)}
+        out: list[RankSummary] = []
+        workers = len(client.scheduler_info().get("workers", {}))
+        for done, fut in enumerate(as_completed(futs), 1):
+            src = src_of[fut.key]
+            try:
+                out += fut.result()
+            except Exception as exc:  # noqa: BLE001 - a lost worker fails that rank only
+                out.append(_failed(src, f"{type(exc).__name__} on the Dask worker: {exc}"))
+            fut.release()
+            if progress:
+                progress(done, len(sources), os.path.basename(src))
+        return out, {"mode": "dask", "workers": workers, "address": str(client.scheduler.address)}
+    finally:
+        if own:
+            client.close()
+
+
+# ----- reduce: one job, rank ids -----------------------------------------------------------------
+def _compatible(s: RankSummary, members: list[RankSummary]) -> str | None:
+    """None when s fits the cluster, else why not."""
+    worlds = {m.world_size for m in members if m.world_size}
+    if s.world_size and worlds and s.world_size not in worlds:
+        return f"world size {s.world_size}, this job's is {sorted(worlds)[0]}"
+    starts = [m.epoch_start_ns for m in members if m.epoch_start_ns is not None]
+    ends = [m.epoch_end_ns for m in members if m.epoch_end_ns is not None]
+    if s.epoch_start_ns is not None and starts:
+        lo, hi = min(starts), max(ends)
+        if s.epoch_start_ns > hi + TIME_SLACK_NS or s.epoch_end_ns < lo - TIME_SLACK_NS:
+            return ("recorded at a different time (" + time.strftime("%Y-%m-%d %H:%M", time.gmtime(s.epoch_start_ns / 1e9))
+                    + " UTC; this job: " + time.strftime("%Y-%m-%d %H:%M", time.gmtime(lo / 1e9)) + " UTC)")
+    if s.rank_source in STRONG_SOURCES and s.rank_hint is not None and any(
+            m.rank_hint == s.rank_hint and m.rank_source in STRONG_SOURCES for m in members):
+        return f"rank {s.rank_hint} is already taken by another trace of this job"
+    return None
+
+
+def group_job(summaries: list[RankSummary]) -> tuple[list[RankSummary], list[dict], list[str]]:
+    """(members of the analysed job with final rank ids, excluded files with reasons, notes)."""
+    ok = [s for s in summaries if s.ok]
+    ok.sort(key=lambda s: (s.epoch_start_ns or 0, s.source, s.process or 0))
+    clusters: list[list[RankSummary]] = []
+    for s in ok:
+        for c in clusters:
+            if _compatible(s, c) is None:
+                c.append(s)
+                break
+        else:
+            clusters.append([s])
+    notes: list[str] = []
+    if not clusters:
+        return [], [], notes
+    clusters.sort(key=lambda c: -len(c))
+    job = clusters[0]
+    excluded = []
+    for c in clusters[1:]:
+        for s in c:
+            excluded.append({"source": s.source, "label": s.label, "rank": s.rank_hint,
+                             "reason": _compatible(s, job) or "belongs to another job",
+                             "findings_by_severity": s.findings_by_severity()})
+    if len(clusters) > 1:
+        notes.append(f"{sum(len(c) for c in clusters[1:])} trace(s) belong to other jobs and were left "
+                     "out of the cross-rank analysis; lint them separately")
+    # final rank ids: hints first (strong sources win a tie), then free ids in input order
+    order = sorted(job, key=lambda s: (s.rank_hint is None, s.rank_source not in STRONG_SOURCES,
+                                       s.rank_hint if s.rank_hint is not None else 0, s.source,
+                                       s.process or 0))
+    used: set[int] = set()
+    pending = []
+    for s in order:
+        if s.rank_hint is not None and s.rank_hint not in used:
+            s.rank = s.rank_hint
+            used.add(s.rank)
+        else:
+            pending.append(s)
+    nxt = 0
+    for s in pending:
+        while nxt in used:
+            nxt += 1
+        s.rank = nxt
+        used.add(nxt)
+        why = "duplicated" if s.rank_hint is not None else "missing"
+        notes.append(f"{s.label}: rank {nxt} assigned by input order (its rank id was {why})")
+        s.rank_source = "input order"
+    for s in job:
+        if s.rank_source == "file name":
+            s.notes.append(f"rank {s.rank} taken from the file name (no distributedInfo)")
+        for f in s.findings:
+            if f.get("where", {}).get("rank") != s.rank:
+                f.setdefault("where", {})["rank"] = s.rank
+    job.sort(key=lambda s: s.rank)
+    return job, excluded, notes
+
+
+def run_cross_rank(members: list[RankSummary], config: Config | None,
+                   rules: list[type[CrossRankRule]] | None = None):
+    """(findings, rule infos, skipped, suppressed, JobContext) over the job's summaries."""
+    from ..engine.baseline import apply_baseline, read_baseline
+    from ..engine.runner import rule_info
+    config = config or Config()
+    rules = rules if rules is not None else cross_rank_rules()
+    selected = [r for r in rules if config.is_selected(r)]
+    ctx = JobContext(members, config) if members else None
+    findings, skipped = [], {}
+    for rule_cls in selected:
+        rule = rule_cls(config.options_for(rule_cls))
+        why = "no rank could be analysed" if ctx is None else rule.applicable(ctx)
+        if why:
+            skipped[rule_cls.id] = why
+            continue
+        findings += list(rule.check(ctx))
+    suppressed = 0
+    if config.baseline and findings:
+        findings, suppressed = apply_baseline(findings, read_baseline(config.baseline))
+    return findings, [rule_info(r) for r in selected], skipped, suppressed, ctx
+
+
+def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | None = None,
+             dask_address: Any = None, progress: bool | Progress = False) -> JobReport:
+    """Lint the traces of one distributed job: per-rank findings plus cross-rank findings.
+
+    paths: files, folders, globs or fsspec URLs. jobs: local worker processes (default
+    min(cpus, ranks); 0 runs in this process). dask_address: a scheduler address or a
+    distributed.Client; the workers read the traces themselves, so paths must be visible to
+    them (a shared file system or any fsspec URL). progress: True for a bar on stderr (TTY
+    only), or a callback(done, total, label).
+    """
+    t0 = time.perf_counter()
+    per_cfg, cross_cfg = split_config(config)
+    sources, notes = discover(paths)
+    with _progress_bar(progress, len(sources)) as cb:
+        summaries, execution = run_map(sources, per_cfg, jobs, dask_address, cb)
+    t_map = time.perf_counter() - t0
+    failed = [s for s in summaries if not s.ok]
+    members, excluded, group_notes = group_job(summaries)
+    t1 = time.perf_counter()
+    findings, infos, skipped, suppressed, ctx = run_cross_rank(members, cross_cfg)
+    world = max([s.world_size or 0 for s in members] + [0]) or None
+    if world and members and len(members) < world:
+        group_notes.append(f"{len(members)} of {world} ranks present: cross-rank figures describe these "
+                           "ranks only")
+    t_end = time.perf_counter()
+    return JobReport(sources=list(sources), ranks=members, findings=findings, rules=infos,
+                     failed=failed, excluded=excluded, skipped=skipped, suppressed=suppressed,
+                     world_size=world, notes=notes + group_notes, execution=execution,
+                     elapsed_s={"map": t_map, "reduce": t_end - t1, "total": t_end - t0},
+                     context=ctx)
+
+
+def lint_job_command(traces: Sequence[str], config: Config, fmt: str = "terminal",
+                     output: str | None = None, jobs: int | None = None, dask: str | None = None,
+                     write_baseline: str | None = None, ncu: str | None = None,
+                     annotate: str | None = None, quiet: bool = False, verbose: bool = False,
+                     no_scrub: bool = False, scrub_paths: bool = False) -> int:
+    """What `tracelint lint` does for a job (a folder, several files, a glob or a URL): run,
+    scrub, render to stdout or --output, write the baseline; returns the exit code."""
+    from ..cli.common import emit, stderr
+    from .report import render_job, render_job_text, scrub_job_report
+    fmt = getattr(fmt, "value", fmt)
+    if ncu or annotate:
+        raise TracelintError("--ncu and --annotate apply to one trace; lint the rank's file alone")
+    report = lint_job(traces, config, jobs=jobs, dask_address=dask,
+                      progress=fmt == "terminal" and not quiet)
+    if not report.ranks:
+        why = "; ".join(f"{s.label}: {s.error}" for s in report.failed[:3])
+        raise TracelintError(f"no rank could be analysed ({why})" if why else "no rank could be analysed")
+    if write_baseline:
+        n = report.write_baseline(write_baseline)
+        stderr.print(f"baseline: {n} finding(s) accepted into {write_baseline}")
+    if not no_scrub:
+        scrub_job_report(report, paths=scrub_paths)
+    text = render_job(report, fmt, verbose=verbose, quiet=quiet)
+    if text is not None:
+        emit(text, output)
+    elif output:
+        emit(render_job_text(report, verbose=verbose, quiet=quiet), output)
+    return report.exit_code(config.fail_on)
+
+
+class _progress_bar:
+    """A rich progress bar across ranks on stderr, only when stderr is a terminal."""
+
+    def __init__(self, progress, total: int):
+        self.progress, self.total, self.bar = progress, total, None
+
+    def __enter__(self) -> Progress | None:
+        if callable(self.progress):
+            return self.progress
+        if not self.progress:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, \
+            TimeElapsedColumn
+        console = Console(stderr=True)
+        if not console.is_terminal:
+            return None
+        self.bar = Bar(TextColumn("[dim]ranks"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("[dim]{task.description}"), TimeElapsedColumn(),
+                       console=console, transient=True)
+        task = self.bar.add_task("", total=self.total)
+        started = []
+
+        def cb(done: int, total: int, label: str) -> None:
+            if not started:          # the bar's refresh thread starts only after the workers
+                self.bar.start()
+                started.append(True)
+            self.bar.update(task, completed=done, description=label[:40])
+        return cb
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None and self.bar.live.is_started:
+            self.bar.stop()
+
+
+__all__ = ["lint_job", "lint_job_command", "is_job_input", "discover", "run_map", "group_job", "run_cross_rank", "split_config"]
