@@ -18,14 +18,18 @@ def rules_cmd(
     rules_dir: Annotated[Optional[list[str]], typer.Option("--rules-dir", help="Extra folder of rule files.")] = None,
 ):
     """List the rules, or print one rule's documentation."""
+    from ..ranks.rules import cross_rank_rules
     console = Console()
-    available = all_rules(rules_dir or [])
+    job_rules = cross_rank_rules()
+    available = all_rules(rules_dir or []) + job_rules
     if rule is None:
         t = Table(title="tracelint rules", title_justify="left")
-        for col in ("id", "slug", "severity", "layers", "summary"):
+        for col in ("id", "slug", "severity", "scope", "layers", "summary"):
             t.add_column(col, overflow="fold")
         for r in available:
-            t.add_row(r.id, r.slug, r.severity.value, ",".join(sorted(x.value for x in r.layers)), r.summary())
+            scope = "job (several ranks)" if r in job_rules else "trace"
+            t.add_row(r.id, r.slug, r.severity.value, scope, ",".join(sorted(x.value for x in r.layers)),
+                      r.summary())
         console.print(t)
         return
     chosen = [r for r in available if r.id == rule.upper() or r.slug == rule.lower()]
