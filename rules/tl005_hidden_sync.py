@@ -103,7 +103,7 @@ class HiddenSync(Rule):
 
     # ---------------------------------------------------------------------------------------
     def _finding(self, ctx, g: pd.DataFrame, idle: int, span: int):
-        tl, opt = ctx.tl, self.options
+        opt = self.options
         rep_i = int(g["idle"].to_numpy().argmax())
         rep = g.iloc[rep_i]
         row = int(rep["row"])

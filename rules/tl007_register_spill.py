@@ -109,7 +109,7 @@ class RegisterSpill(Rule):
                                 spill, local_captured)
 
     def _finding(self, ctx, name, rows, flagged_ns, total, dur, occ, regs, local, spill, local_captured):
-        tl, opt = ctx.tl, self.options
+        tl = ctx.tl
         k = tl.kernels
         rep = int(rows[np.argmax(dur[rows])])
         is_spill = bool(spill[rows].any())

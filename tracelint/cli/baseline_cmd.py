@@ -2,7 +2,7 @@
 their noise band), findings fingerprints, git commit, hardware and versions."""
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 

@@ -10,6 +10,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import TracelintError
 from ..io import write_atomic
+from ..reporters.fmt import fmt_ns  # noqa: F401  (re-exported for commands)
 
 stderr = Console(stderr=True, highlight=False)
 
@@ -41,15 +42,6 @@ def emit(text: str, output: str | None) -> None:
         write_atomic(output, text if text.endswith("\n") else text + "\n")
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-def fmt_ns(ns: float) -> str:
-    """Human time: 1.23 s, 4.56 ms, 7.8 µs, 90 ns."""
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}" if abs(ns) / scale < 100 else f"{ns / scale:.0f} {unit}"
-    return f"{ns:.0f} ns"
 
 
 __all__ = ["TracelintError", "load_trace", "emit", "fmt_ns", "stderr"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,44 +19,12 @@ import pandas as pd
 from .. import __version__
 from ..engine.finding import LAYERS, Finding, Severity
 from ..engine.report import RuleInfo
+from ..reporters.fmt import clean, fmt_bytes, fmt_ns
 from .summary import RankSummary
 
 JOB_SCHEMA_VERSION = "job-1.0"
 TEMPLATES = Path(__file__).parent / "templates"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 SEV_ORDER = {"error": 2, "warning": 1, "info": 0}
-
-
-def clean(text: Any, limit: int | None = None) -> str:
-    s = _CONTROL.sub("", str(text).replace("\n", " ").replace("\t", " "))
-    if limit is not None and len(s) > limit:
-        s = s[: max(limit - 1, 1)] + "…"
-    return s
-
-
-def fmt_ns(ns: Any) -> str:
-    try:
-        v = float(ns)
-    except (TypeError, ValueError):
-        return "n/a"
-    if math.isnan(v):
-        return "n/a"
-    a = abs(v)
-    if a < 1e3:
-        return f"{v:.0f} ns"
-    if a < 1e6:
-        return f"{v / 1e3:.3g} µs" if a < 1e5 else f"{v / 1e3:.0f} µs"
-    if a < 1e9:
-        return f"{v / 1e6:.3g} ms" if a < 1e8 else f"{v / 1e6:.0f} ms"
-    return f"{v / 1e9:.3g} s"
-
-
-def fmt_bytes(b: Any) -> str:
-    v = float(b)
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if v >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return f"{v:.0f} B"
 
 
 def _plain(x: Any) -> Any:

@@ -62,7 +62,6 @@ class CollectiveStraggler(CrossRankRule):
             return
         c = ctx.collectives
         m = c[c["key"].isin(mt["key"])]
-        rt = ctx.rank_table
         flagged = []
         for r in ctx.rank_ids:
             mine = m[m["rank"] == r]
@@ -88,7 +87,6 @@ class CollectiveStraggler(CrossRankRule):
             yield self._job_finding(ctx, mt, total_skew)
 
     def _rank_finding(self, ctx, r, mine, last, med_late, lost, waited):
-        mt = ctx.matched
         rt = ctx.rank_table
         n = len(mine)
         p90 = float(np.percentile(mine["late_ns"], 90))

@@ -35,7 +35,6 @@ def _print(console: Console, markup: str = "") -> None:
 def summary_lines(report: Report) -> list[str]:
     """The summary block as rich markup: trace, span, GPU busy per device, findings by severity."""
     s = report.summary()
-    tl = report.timeline
     fmt = s["format"] or "unknown format"
     if s["format_version"]:
         fmt += f" {s['format_version']}"

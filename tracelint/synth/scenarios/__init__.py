@@ -36,7 +36,7 @@ def all_scenarios() -> list[Scenario]:
     return out
 
 
-def write(scenario: Scenario, fmt: str, folder) -> "Path":
+def write(scenario: Scenario, fmt: str, folder):
     """Build the scenario's trace and write it in one format ("kineto" or "nsys")."""
     from pathlib import Path
     b = scenario.build()
