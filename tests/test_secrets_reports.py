@@ -119,3 +119,25 @@ def test_no_format_leaks_a_planted_nsys_secret(tmp_path):
     scrub_report(report)
     rendered = render_all(report, tmp_path)
     assert leaks(rendered, S) == []
+
+
+def test_diff_outputs_are_scrubbed(tmp_path):
+    """`tracelint diff` renders names it did not scrub first: its outputs are scrubbed on write."""
+    from conftest import run_cli
+    from tracelint.synth.builder import TraceBuilder
+    token = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"
+    paths = []
+    for i, dur in enumerate((100_000, 130_000)):
+        b = TraceBuilder()
+        for s in range(4):
+            with b.step(s), b.range(f"request token={token}"):
+                b.launch("gemm_kernel", dur)
+        p = tmp_path / f"r{i}.json"
+        b.write_kineto(p)
+        paths.append(p)
+    for fmt in ("json", "markdown", "html"):
+        out = tmp_path / f"diff.{fmt}"
+        res = run_cli("diff", *paths, "-f", fmt, "-o", out, "--bucket", "request")
+        assert res.returncode in (0, 1), res.stderr
+        text = out.read_text()
+        assert token not in text and "redacted" in text, fmt

@@ -36,8 +36,15 @@ def load_trace(path: str, progress: bool = True):
         return load(path, progress=cb)
 
 
-def emit(text: str, output: str | None) -> None:
-    """Write to a file atomically, or to stdout."""
+def emit(text: str, output: str | None, scrub: bool = False, markup: bool = False) -> None:
+    """Write to a file atomically, or to stdout. scrub=True replaces secret-looking values
+    (for outputs rendered from trace names that were not scrubbed before rendering); markup=True
+    for HTML/Markdown, where the marker must be escaped to stay visible."""
+    if scrub:
+        from ..secrets import scrub_text
+        text = scrub_text(text)
+        if markup:
+            text = text.replace("<redacted>", "&lt;redacted&gt;")
     if output:
         write_atomic(output, text if text.endswith("\n") else text + "\n")
     else:

@@ -113,15 +113,15 @@ def diff(
     B = load_profiles(b_paths, patterns, not no_findings, progress)
     res = diff_profiles(A, B, policy)
     if fmt is DiffFormat.json:
-        emit(res.to_json(), output)
+        emit(res.to_json(), output, scrub=True)
     elif fmt is DiffFormat.markdown:
-        emit(render_markdown(res), output)
+        emit(render_markdown(res), output, scrub=True, markup=True)
     elif fmt is DiffFormat.html:
-        emit(render_html(res), output)
+        emit(render_html(res), output, scrub=True, markup=True)
     elif output:
         rec = Console(record=True, width=160, color_system=None, file=open("/dev/null", "w"))
         render_terminal(res, rec)
-        emit(rec.export_text(), output)
+        emit(rec.export_text(), output, scrub=True)
     else:
         render_terminal(res, Console())
     if output:

@@ -47,13 +47,13 @@ def gate(
     res = run_gate(doc, profiles, policy=policy, fail_on_findings=fail_on_new_findings)
     if fmt is GateFormat.json:
         from ..analysis.diff import _clean
-        emit(json.dumps(_clean(res.to_dict()), indent=1, allow_nan=False), output)
+        emit(json.dumps(_clean(res.to_dict()), indent=1, allow_nan=False), output, scrub=True)
     elif fmt is GateFormat.markdown:
-        emit(render_gate_markdown(res), output)
+        emit(render_gate_markdown(res), output, scrub=True, markup=True)
     elif output:
         rec = Console(record=True, width=140, color_system=None, file=open("/dev/null", "w"))
         render_gate_terminal(res, rec)
-        emit(rec.export_text(), output)
+        emit(rec.export_text(), output, scrub=True)
     else:
         render_gate_terminal(res, Console())
     raise typer.Exit(1 if res.failed else 0)
