@@ -1,0 +1,134 @@
+"""TL011 fp32-gemm."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
+from tracelint.engine.rule import Rule, option
+
+#: GEMM / convolution kernels doing FP32 math on the CUDA cores (FFMA), by library naming:
+#: cuBLAS/cuDNN `*_sgemm_*`, `implicit_convolve_sgemm<float...>` and `scudnn`, xmma
+#: `f32f32_f32f32` with an `ffma` mainloop, cutlass SIMT sgemm. TF32 / FP16 / BF16 tensor-core kernels name their type (`tf32`,
+#: `s1688`, `h884`, `bf16`, `hmma`, `wgmma`) and never match.
+FP32_SIMT = re.compile(r"sgemm|scudnn|f32f32_f32f32_f32.*ffma|gemv2?T?_kernel<[^>]*float",
+                       re.IGNORECASE)
+TENSOR_CORE = re.compile(r"tf32|s1688|s16816|h884|h1688|h16816|bf16|f16|hmma|wgmma|i8816|xf32",
+                         re.IGNORECASE)
+#: GPU name -> (compute capability, tensor cores handle FP32 inputs via TF32).
+_TF32_NAMES = re.compile(r"A100|A10|A30|A40|A800|H100|H200|H800|GH200|B100|B200|GB200|L4|L40|RTX (?:30|40|50)|RTX A\d", re.I)
+_TC_NAMES = re.compile(r"V100|T4|TITAN V|RTX 20|Quadro RTX|RTX \d000", re.I)
+
+
+@dataclass(frozen=True)
+class Options:
+    min_share: float = option(0.10, "Report when FP32 (CUDA-core) GEMMs take at least this share of the device's kernel time.")
+    min_ns: int = option(1_000_000, "... and at least this much time (ns).")
+
+
+def tensor_core_support(name: str | None, cc: str | None) -> str | None:
+    """'tf32' (FP32 inputs can use TF32 tensor cores), 'fp16' (only FP16 tensor cores), None (none/unknown)."""
+    if cc:
+        try:
+            major = int(str(cc).split(".")[0])
+        except ValueError:
+            major = 0
+        return "tf32" if major >= 8 else "fp16" if major >= 7 else None
+    if name and _TF32_NAMES.search(name):
+        return "tf32"
+    if name and _TC_NAMES.search(name):
+        return "fp16"
+    return None
+
+
+class Fp32Gemm(Rule):
+    """GEMMs and convolutions run in FP32 on the CUDA cores of a GPU that has tensor cores.
+
+    What it detects: GEMM / convolution kernels whose library names show FP32 math on the CUDA
+    cores (cuBLAS `ampere_sgemm_*`, xmma `gemm_f32f32_f32f32_f32_*_ffma`, cuDNN `scudnn`),
+    taking at least `min_share` of a device's kernel time, on a GPU with tensor cores (compute
+    capability 7.0+, from the trace's device properties or the GPU name).
+    Why it hurts: tensor cores run the same GEMM many times faster: on an A100 FP32 peaks at 19.5
+    TFLOP/s on CUDA cores but 156 TFLOP/s as TF32 and 312 as BF16; on an H100 about 67 vs 495
+    (TF32) and 990 (BF16). A model left in FP32 with TF32 disabled (PyTorch's default for
+    matmuls) pays that gap on its largest kernels.
+    Evidence: system: the share of kernel time in FP32 GEMMs per device; kernel: the kernel names,
+    counts and time, and whether TF32 is available on the device; microarch: tensor-pipe activity
+    (GPU metrics or Nsight Compute), expected low.
+    Fix: allow TF32 for FP32 matmuls and convolutions (`torch.set_float32_matmul_precision("high")`,
+    `torch.backends.cudnn.allow_tf32 = True`), or run the model under autocast in BF16/FP16
+    (`torch.autocast("cuda", dtype=torch.bfloat16)`); on Volta/Turing (no TF32) use FP16
+    autocast with a gradient scaler.
+    Counter-example (when it does not apply): workloads that need full FP32 accuracy (some
+    scientific codes, ill-conditioned solvers, a loss that diverges under TF32); GEMMs too small to
+    reach tensor-core throughput (launch-bound, see TL002); GPUs without tensor cores.
+    """
+
+    id = "TL011"
+    slug = "fp32-gemm"
+    title = "FP32 GEMMs on CUDA cores where tensor cores apply"
+    severity = Severity.WARNING
+    groups = frozenset({"kernel", "precision"})
+    layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
+    needs = frozenset({"kernels"})
+    Options = Options
+
+    def check(self, ctx):
+        tl, opt = ctx.tl, self.options
+        k = tl.kernels
+        cats = k["name"].cat.categories
+        fp32_cat = np.array([bool(FP32_SIMT.search(str(n))) and not TENSOR_CORE.search(str(n).split("(")[0])
+                             for n in cats], dtype=bool)
+        if not fp32_cat.any():
+            return
+        codes = k["name"].cat.codes.to_numpy()
+        is_fp32 = (codes >= 0) & fp32_cat[np.clip(codes, 0, None)]
+        dur = (k["end"] - k["start"]).to_numpy()
+        dev = k["device"].to_numpy()
+        for device in np.unique(dev[is_fp32]):
+            on = dev == device
+            total = int(dur[on].sum())
+            sel = on & is_fp32
+            fp32_ns = int(dur[sel].sum())
+            if total <= 0 or fp32_ns < opt.min_share * total or fp32_ns < opt.min_ns:
+                continue
+            info = tl.meta.device(int(device))
+            tc = tensor_core_support(info.name if info else None, info.compute_capability if info else None)
+            if tc is None and info is not None and (info.name or info.compute_capability):
+                continue                      # a known GPU without tensor cores
+            names = pd.Series(dur[sel]).groupby(k["name"].to_numpy()[sel], observed=True).agg(["sum", "count"])
+            names = names.sort_values("sum", ascending=False)
+            top = names.index[0]
+            first = int(np.flatnonzero(sel)[0])
+            launch = ctx.launch_index("kernels")[first]
+            where = ctx.where_for_api(int(launch)) if launch >= 0 else Where(rank=tl.meta.rank)
+            where.device, where.stream, where.kernel = int(device), int(k["stream"].iat[first]), str(top)
+            where.start_ns, where.end_ns = int(k["start"].iat[first]), int(k["end"].iat[first])
+            share = fp32_ns / total
+            gpu = (info.name if info and info.name else f"GPU {device}")
+            tc_text = {"tf32": "TF32 and BF16/FP16 tensor cores are available",
+                       "fp16": "FP16 tensor cores are available (no TF32 on this generation)",
+                       None: "the GPU model is not recorded; tensor cores assumed (compute capability 7.0+)"}[tc]
+            listing = "; ".join(f"`{str(n)[:70]}` ×{int(r['count'])} {r['sum'] / 1e6:.2f} ms"
+                                for n, r in names.head(3).iterrows())
+            system = Evidence.measured(
+                f"FP32 CUDA-core GEMMs take {share:.1%} of {gpu}'s kernel time ({fp32_ns / 1e6:.2f} ms).",
+                fp32_gemm_ns=Measure(fp32_ns, "ns"), fp32_gemm_share=Measure(round(share, 4), "ratio"),
+                kernel_ns=Measure(total, "ns"))
+            kernel = Evidence.measured(
+                f"{int(sel.sum())} FP32 GEMM launches in {len(names)} kernel(s): {listing}. {tc_text}.",
+                kernels=Measure(int(sel.sum()), "count"), distinct_kernels=Measure(len(names), "count"))
+            micro = ctx.microarch(int(device), where.start_ns, where.end_ns, kernels=[str(top)],
+                                  expect={r"Tensor|tensor_op|pipe_tensor": "low"})
+            yield self.finding(
+                ctx,
+                message=(f"{gpu}: FP32 GEMMs on CUDA cores take {share:.1%} of kernel time "
+                         f"({fp32_ns / 1e6:.2f} ms); {tc_text}"),
+                impact_ns=fp32_ns, where=where, occurrences=int(sel.sum()),
+                evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
+                metrics={"fp32_gemm_share": Measure(round(share, 4), "ratio"),
+                         "fp32_gemm_ns": Measure(fp32_ns, "ns")},
+                key=f"device{int(device)}")

@@ -1,0 +1,35 @@
+"""TL011 fp32-gemm on real traces: the FP32 GEMM share recomputed from the raw JSON."""
+from __future__ import annotations
+
+import gzip
+import json
+from decimal import Decimal
+
+import pytest
+
+import tracelint
+from conftest import SHARED
+from tracelint.engine.config import Config
+from tracelint.engine.runner import run_rules
+
+
+@pytest.mark.parametrize("name", ["hta_alexnet_a100.json.gz", "kineto_tbplugin_resnet50_v100_2021-06.pt.trace.json.gz"])
+def test_fp32_gemm_share_matches_raw_json(name):
+    path = SHARED / "traces" / "torch" / name
+    if not path.exists():
+        pytest.skip("shared traces not present")
+    (f,) = run_rules(tracelint.load(path), Config(select=["TL011"])).findings
+    raw = json.load(gzip.open(path), parse_float=Decimal)["traceEvents"]
+    kernels = [e for e in raw if e.get("cat") in ("kernel", "Kernel") and e.get("ph") == "X"
+               and e.get("args", {}).get("device", e.get("pid")) == f.where.device]
+    ns = [(e["name"], int(Decimal(str(e["dur"])) * 1000)) for e in kernels]
+    fp32 = sum(d for n, d in ns if ("sgemm" in n or "scudnn" in n))
+    assert f.impact_ns == fp32
+    assert f.metrics["fp32_gemm_share"].value == pytest.approx(round(fp32 / sum(d for _, d in ns), 4))
+
+
+def test_tensor_core_generation_from_device():
+    from tracelint.rules.tl011_fp32_gemm import tensor_core_support
+    assert tensor_core_support("NVIDIA A100-SXM4-80GB", None) == "tf32"
+    assert tensor_core_support("Tesla V100-SXM2-32GB", None) == "fp16"
+    assert tensor_core_support(None, "9.0") == "tf32" and tensor_core_support(None, "6.1") is None
