@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -22,3 +23,28 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def readonly_sqlite_uri(path: str | Path) -> str:
+    """A file: URI that opens a SQLite file read-only and immutable: no journal, no WAL, no
+    write of any kind to a user's trace, whatever its name contains (spaces, #, %, ?)."""
+    return Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+
+
+def copy_sqlite(src: str | Path, dst: str | Path) -> sqlite3.Connection:
+    """Copy a SQLite trace into `dst` with the backup API (the source opened read-only) and
+    return a writable connection to the copy. Raises TraceFormatError for unreadable input."""
+    from .errors import TraceFormatError
+    try:
+        source = sqlite3.connect(readonly_sqlite_uri(src), uri=True)
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{src}: cannot open as SQLite: {exc}") from None
+    out = sqlite3.connect(dst)
+    try:
+        source.backup(out)
+    except sqlite3.DatabaseError as exc:
+        out.close()
+        raise TraceFormatError(f"{src}: cannot copy the SQLite file (corrupt?): {exc}") from None
+    finally:
+        source.close()
+    return out

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import msgspec
 
 from ..errors import TraceFormatError
+from ..io import copy_sqlite
 from .model import CaseError
 
 #: Stored (compressed) bytes one excerpt may take; see docs/cases.md for the reasoning.
@@ -326,26 +326,12 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _ro_uri(path: Path) -> str:
-    return f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
-
-
 def _cut_sqlite(src: Path, out: Path, lo: int, hi: int) -> dict[str, int]:
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     os.close(fd)
     try:
-        try:
-            s = sqlite3.connect(_ro_uri(src), uri=True)
-        except sqlite3.Error as exc:
-            raise TraceFormatError(f"{src}: cannot open as SQLite: {exc}") from None
-        d = sqlite3.connect(tmp)
+        d = copy_sqlite(src, tmp)
         d.execute("PRAGMA synchronous = OFF")     # a scratch file until the rename
-        try:
-            s.backup(d)
-        except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(f"{src}: cannot copy the SQLite file: {exc}") from None
-        finally:
-            s.close()
         try:
             counts = _prune(d, lo, hi)
             d.commit()

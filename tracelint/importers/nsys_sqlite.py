@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
+from ..io import readonly_sqlite_uri
 from ..timeline import classify
 from ..timeline.model import Device, Meta, Timeline
 from ..timeline.nesting import nest
@@ -103,7 +104,7 @@ class _Db:
     def __init__(self, path: Path):
         _check_header(path)
         self.path = path
-        self._uri = path.resolve().as_uri() + "?mode=ro&immutable=1"   # quoted file: URI
+        self._uri = readonly_sqlite_uri(path)
         self._local, self._cons = threading.local(), []
         self._pool = ThreadPoolExecutor(WORKERS)     # chunk scans of every table
         self._columns: dict[str, set[str]] = {}

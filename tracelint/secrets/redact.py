@@ -29,10 +29,10 @@ from typing import Any
 import msgspec
 
 from ..errors import TracelintError, TraceFormatError
-from ..io import write_atomic
+from ..io import copy_sqlite, write_atomic
 from . import patterns as P
 from .scan import (Collector, Hit, ScanResult, detect_format, events_of,
-                   iter_sqlite_text, json_hits, json_matches, needles_in, open_readonly,
+                   iter_sqlite_text, json_hits, json_matches, needles_in,
                    read_json_bytes, scan_file, split_json, suspicious, walk_json, encode_text,
                    _q)
 
@@ -122,18 +122,8 @@ def _redact_sqlite(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -
     col = Collector()
     updates: list[tuple[str, str, int | None, str, str]] = []
     try:
+        out = copy_sqlite(src, tmp)
         try:
-            source = open_readonly(src)
-        except sqlite3.Error as exc:
-            raise TraceFormatError(f"{src}: cannot open as SQLite: {exc}") from None
-        out = sqlite3.connect(tmp)
-        try:
-            try:
-                source.backup(out)
-            except sqlite3.DatabaseError as exc:
-                raise TraceFormatError(f"{src}: corrupt SQLite file: {exc}") from None
-            finally:
-                source.close()
             out.execute("PRAGMA secure_delete = ON")
             try:
                 for cell in iter_sqlite_text(out):

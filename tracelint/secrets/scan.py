@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 import msgspec
 
 from ..errors import TraceFormatError
+from ..io import readonly_sqlite_uri
 from . import patterns as P
 
 SEVERITY = {P.SECRET: "error", P.PERSONAL: "info"}
@@ -204,8 +205,7 @@ def iter_sqlite_text(con: sqlite3.Connection) -> Iterator[TextCell]:
 
 
 def open_readonly(path: str | Path) -> sqlite3.Connection:
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
-    con = sqlite3.connect(uri, uri=True)
+    con = sqlite3.connect(readonly_sqlite_uri(path), uri=True)
     con.execute("SELECT count(*) FROM sqlite_master").fetchone()   # fails early on non-SQLite
     return con
 
