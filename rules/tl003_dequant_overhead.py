@@ -13,7 +13,6 @@ from tracelint.timeline import intervals
 from tracelint.timeline.classify import kernel_class
 from tracelint.timeline.nesting import nest
 
-from .tl006_layout_transform import layout_mask
 
 #: A "dequant"-class name that is itself a GEMM (a fused dequant-GEMM such as Marlin,
 #: AWQ/GPTQ GEMM, machete, W4A16 GEMM): its time is GEMM time, not overhead.
@@ -97,7 +96,7 @@ class DequantOverhead(Rule):
         cats = k["name"].cat.categories
         fused_cat = np.asarray(cats.map(lambda n: bool(FUSED_GEMM.search(_LIB_PREFIX.sub("", str(n))))), dtype=bool)
         fused = is_deq & fused_cat[np.maximum(k["name"].cat.codes.to_numpy(), 0)]
-        is_layout = layout_mask(tl)
+        is_layout = np.asarray(tl.kernel_class) == "layout"
         is_gemm = ((cls == "gemm") & ~is_layout) | fused
         is_deq &= ~fused
         device, stream = k["device"].to_numpy(), k["stream"].to_numpy()

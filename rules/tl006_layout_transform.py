@@ -1,7 +1,6 @@
 """TL006 layout-transform."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,37 +10,9 @@ from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 
 
-#: Layout conversions that classify.py files under "gemm" because their names also carry a
-#: library prefix (cudnn::ops::nchwToNhwcKernel, cutlass transposes): reclaimed as layout
-#: unless the name also says it computes (gemm, mma, conv, fprop/dgrad/wgrad).
-_LAYOUT_WORDS = re.compile(r"nchw_?to_?nhwc|nhwc_?to_?nchw|nchw2nhwc|nhwc2nchw|im2col|col2im|transpose|permute",
-                           re.I)
-_COMPUTE_WORDS = re.compile(r"gemm|mma|conv(?!ert)|fprop|dgrad|wgrad|winograd", re.I)
-
-
 def _short(name, n: int = 100) -> str:
     name = str(name)
     return name if len(name) <= n else name[: n - 1] + "…"
-
-
-def _reclaim(name: str) -> bool:
-    """Judged on the function name only, not on template or parameter types
-    (`scal_kernel<...>(cublasTransposeParams<float>)` is no transpose)."""
-    base = re.split(r"[<(]", name, maxsplit=1)[0]
-    return bool(_LAYOUT_WORDS.search(base)) and not _COMPUTE_WORDS.search(base)
-
-
-def layout_mask(tl) -> np.ndarray:
-    """True for kernels that change a tensor's layout: class `layout`, plus library-prefixed
-    conversions the class list files under `gemm` (see _LAYOUT_WORDS)."""
-    k = tl.kernels
-    cls = np.asarray(tl.kernel_class, dtype=object)
-    if len(k) == 0:
-        return np.zeros(0, dtype=bool)
-    cats = k["name"].cat.categories
-    reclaim = np.asarray(cats.map(lambda n: _reclaim(str(n))), dtype=bool)
-    by_name = reclaim[np.maximum(k["name"].cat.codes.to_numpy(), 0)]
-    return (cls == "layout") | ((cls == "gemm") & by_name)
 
 
 @dataclass(frozen=True)
@@ -92,7 +63,7 @@ class LayoutTransform(Rule):
         k = tl.kernels
         if len(k) == 0:
             return
-        layout = layout_mask(tl)
+        layout = np.asarray(tl.kernel_class) == "layout"
         if not layout.any():
             return
         device = k["device"].to_numpy()
