@@ -161,18 +161,15 @@ class TailLatency(Rule):
                       end_ns=int(e[worst]), pid=int(steps["pid"].iat[worst]),
                       tid=int(steps["tid"].iat[worst]))
         micro = ctx.microarch(_main_device(tl), int(s[worst]), int(e[worst]))
-        order = tidx[np.argsort(-d[tidx], kind="stable")][:5]
         yield self.finding(
             ctx,
             message=(f"Iteration P99 {p99 / 1e6:.2f} ms is {p99 / p50:.1f}× P50 {p50 / 1e6:.2f} ms; "
                      f"{len(tidx)} slow iteration(s) (worst #{num[worst]}, {d[worst] / 1e6:.2f} ms) "
                      f"lose {impact / 1e6:.2f} ms"),
             impact_ns=impact, where=where, occurrences=len(tidx),
-            windows=[(int(s[i]), int(e[i])) for i in order],
+            windows=_worst_windows(s, e, d, tidx),
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
-            metrics={"p50_ns": Measure(p50, "ns"), "p99_ns": Measure(p99, "ns"),
-                     "p99_over_p50": Measure(round(p99 / p50, 3), "ratio"),
-                     "tail_count": Measure(len(tidx), "count")},
+            metrics=_tail_metrics(p50, p99, len(tidx)),
             key="iterations")
 
     # --------------------------------------------------------------------------------------
@@ -210,17 +207,14 @@ class TailLatency(Rule):
             cold_instances=Measure(int(len(cold)), "count"))
         kernel = _busy_evidence(ctx, s, e, tidx, sidx[~tail], by_iteration=False)
         micro = ctx.microarch(_main_device(tl), int(s[worst]), int(e[worst]))
-        order = tidx[np.argsort(-d[tidx], kind="stable")][:5]
         return self.finding(
             ctx,
             message=(f"`{name}` P99 {p99 / 1e6:.2f} ms is {p99 / p50:.1f}× its P50 {p50 / 1e6:.2f} ms; "
                      f"{len(tidx)} slow instance(s) add {impact / 1e6:.2f} ms"),
             impact_ns=impact, where=where, occurrences=len(tidx),
-            windows=[(int(s[i]), int(e[i])) for i in order],
+            windows=_worst_windows(s, e, d, tidx),
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
-            metrics={"p50_ns": Measure(p50, "ns"), "p99_ns": Measure(p99, "ns"),
-                     "p99_over_p50": Measure(round(p99 / p50, 3), "ratio"),
-                     "tail_count": Measure(len(tidx), "count")},
+            metrics=_tail_metrics(p50, p99, len(tidx)),
             key=f"range|{name}")
 
 
@@ -297,3 +291,16 @@ def _busy_evidence(ctx, s, e, tail_idx, typical_idx, by_iteration: bool) -> Evid
         tail_gpu_busy_delta_ns=Measure(round(d_busy), "ns"),
         tail_gpu_idle_delta_ns=Measure(round(d_idle), "ns"),
         typical_gpu_busy_ns=Measure(round(n_busy), "ns"))
+
+
+def _tail_metrics(p50: float, p99: float, tail_count: int) -> dict[str, Measure]:
+    """The headline numbers of a tail finding, the same for iterations and named ranges."""
+    return {"p50_ns": Measure(p50, "ns"), "p99_ns": Measure(p99, "ns"),
+            "p99_over_p50": Measure(round(p99 / p50, 3), "ratio"),
+            "tail_count": Measure(tail_count, "count")}
+
+
+def _worst_windows(s: np.ndarray, e: np.ndarray, d: np.ndarray, tidx: np.ndarray, top: int = 5):
+    """Windows of the slowest tail instances, slowest first."""
+    order = tidx[np.argsort(-d[tidx], kind="stable")][:top]
+    return [(int(s[i]), int(e[i])) for i in order]

@@ -498,6 +498,17 @@ class TraceBuilder:
         self._cursor += _ns(gap_after_ns, "gap_after_ns")
         return ev
 
+    def _issue(self, api: str, stream: int, dur_ns: int, api_dur_ns: int, blocking: bool):
+        """Host call at the cursor plus its device work on ``stream`` (copies, memsets): a
+        blocking call returns after the work ends. Returns (t0, corr, start, end, runtime)."""
+        t0 = self._cursor
+        corr = self._next_corr()
+        start = self._place(stream, t0, dur_ns)
+        end = t0 + api_dur_ns
+        if blocking:
+            end = max(end, start + dur_ns + BLOCKING_RETURN_NS)
+        return t0, corr, start, end, self._runtime(api, t0, end, corr)
+
     def _place(self, stream: int, t0: int, dur: int, start_ns: int | None = None) -> int:
         start = max(t0 + self.launch_latency_ns, self.gpu_free(stream))
         if start_ns is not None:
@@ -581,13 +592,7 @@ class TraceBuilder:
             blocking = "Async" not in api or "pageable" in (src_kind, dst_kind)
         dur_ns, api_dur_ns = _ns(dur_ns, "dur_ns"), _ns(api_dur_ns, "api_dur_ns")
         with self._maybe_op(op):
-            t0 = self._cursor
-            corr = self._next_corr()
-            start = self._place(stream, t0, dur_ns)
-            end = t0 + api_dur_ns
-            if blocking:
-                end = max(end, start + dur_ns + BLOCKING_RETURN_NS)
-            rt = self._runtime(api, t0, end, corr)
+            t0, corr, start, end, rt = self._issue(api, stream, dur_ns, api_dur_ns, blocking)
             label = _COPY_KINDS[kind][0]
             name = f"Memcpy {label} ({_MEM_KINDS[src_kind][0]} -> {_MEM_KINDS[dst_kind][0]})"
             act = self._add_activity(GpuActivity(
@@ -609,13 +614,7 @@ class TraceBuilder:
             blocking = "Async" not in api
         dur_ns, api_dur_ns = _ns(dur_ns, "dur_ns"), _ns(api_dur_ns, "api_dur_ns")
         with self._maybe_op(op):
-            t0 = self._cursor
-            corr = self._next_corr()
-            start = self._place(stream, t0, dur_ns)
-            end = t0 + api_dur_ns
-            if blocking:
-                end = max(end, start + dur_ns + BLOCKING_RETURN_NS)
-            rt = self._runtime(api, t0, end, corr)
+            t0, corr, start, end, rt = self._issue(api, stream, dur_ns, api_dur_ns, blocking)
             act = self._add_activity(GpuActivity(
                 "memset", f"Memset ({_MEM_KINDS[mem_kind][0]})", start, start + dur_ns,
                 stream, self.device_id, corr, rt.external_id, api, t0, end,
