@@ -18,14 +18,15 @@ import yaml
 import tracelint
 from tracelint.cases import (SIZE_LIMIT_BYTES, CaseError, builtin_library, create_case, cut,
                              load_case, load_library, match_findings, stored_size)
-from tracelint.cases.library import check_case, gpu_family, similarity
+from tracelint.cases.check import check_case
+from tracelint.cases.match import gpu_family, similarity
 from tracelint.engine.config import Config
-from tracelint.engine.runner import lint
+from tracelint.api import lint
 
-from conftest import REPO, SHARED, md5, run_cli
+from conftest import REPO, TRACES, md5, run_cli
 
-CLOVERLEAF = SHARED / "traces" / "nsys" / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite"
-BERT = SHARED / "traces" / "torch" / "tracelens_h100_bert_small_inference.json.gz"
+CLOVERLEAF = TRACES / "nsys" / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite"
+BERT = TRACES / "torch" / "tracelens_h100_bert_small_inference.json.gz"
 CORE_RULES = {f"TL00{i}" for i in range(1, 10)}
 W4A16 = "w4a16-short-prompt-ttft"
 HUMAN = ["--symptom", "Timestep loop slower than the published A100 figure.",
@@ -151,7 +152,7 @@ def test_check_unreadable_library_exits_2(tmp_path):
 
 
 # ----- round trip from real traces -------------------------------------------------------------
-@pytest.mark.skipif(not CLOVERLEAF.exists(), reason="shared traces not present")
+@pytest.mark.skipif(not CLOVERLEAF.exists(), reason="real trace not present")
 def test_round_trip_nsys_add_check_match(tmp_path):
     before = md5(CLOVERLEAF)
     lib = tmp_path / "team-cases"
@@ -182,7 +183,7 @@ def test_round_trip_nsys_add_check_match(tmp_path):
     assert md5(CLOVERLEAF) == before
 
 
-@pytest.mark.skipif(not BERT.exists(), reason="shared traces not present")
+@pytest.mark.skipif(not BERT.exists(), reason="real trace not present")
 def test_round_trip_kineto_excerpt_keeps_launches_and_flows(tmp_path):
     before = md5(BERT)
     lib = tmp_path / "lib"
@@ -249,7 +250,7 @@ def test_add_by_rule_and_window(tmp_path):
     assert not (lib / "not-there").exists() and len(list(lib.iterdir())) == 1
 
 
-@pytest.mark.skipif(not CLOVERLEAF.exists(), reason="shared traces not present")
+@pytest.mark.skipif(not CLOVERLEAF.exists(), reason="real trace not present")
 def test_size_limit_refuses_and_input_is_unchanged(tmp_path):
     before = md5(CLOVERLEAF)
     full = tracelint.load(CLOVERLEAF)
@@ -345,7 +346,7 @@ def test_similarity_prefers_close_metrics_and_same_context():
     cases = {c.id: c for c in load_library(builtin_library())}
     tl = tracelint.load(cases[W4A16].excerpt_path)
     f = next(f for f in lint(tl, Config()).findings if f.rule == "TL003")
-    from tracelint.cases.library import finding_context
+    from tracelint.cases.match import finding_context
     ctx = finding_context(f, tl)
     assert ctx["hardware"] == "H100" and ctx["kernel_class"] == "dequant"
     assert similarity(f, cases[W4A16], ctx) > similarity(f, cases["fp8-act-quant-batch1-decode"], ctx)

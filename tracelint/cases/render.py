@@ -29,8 +29,8 @@ def _num(v: float | None) -> str:
 
 def _rule_titles() -> dict[str, str]:
     try:
-        from ..engine.registry import builtin_rules
-        return {r.id: f"{r.id} {r.slug}" for r in builtin_rules()}
+        from ..api import available_rules
+        return {r.id: f"{r.id} {r.slug}" for r in available_rules()}
     except Exception:  # a broken rule module must not stop the docs from rendering
         return {}
 
