@@ -42,7 +42,7 @@ def ensure_big(path: Path) -> None:
 
 def main() -> None:
     import tracelint
-    from tracelint.engine.runner import run_rules
+    from tracelint.api import lint
     from tracelint.reporters.html import render_html
     from tracelint.secrets.scan import clear_cache
 
@@ -60,7 +60,7 @@ def main() -> None:
         tl = tracelint.load(big)          # fresh timeline: no cached derived columns
         clear_cache()                     # and no cached secret scan of the file
         t0 = time.perf_counter()
-        per_rule = run_rules(tl).elapsed_s
+        per_rule = lint(tl).elapsed_s
         rule_times.append(time.perf_counter() - t0)
         del tl
     t_rules = statistics.median(rule_times)
@@ -68,8 +68,8 @@ def main() -> None:
     rows.append(("all rules on top of the load", t_rules, t_rules / t_load))
 
     largest = max((SHARED / "traces").rglob("*.json.gz"), key=lambda p: p.stat().st_size)
-    t_lint = median_time(lambda: (clear_cache(), run_rules(tracelint.load(largest))), args.runs)
-    rep = run_rules(tracelint.load(largest))
+    t_lint = median_time(lambda: (clear_cache(), lint(tracelint.load(largest))), args.runs)
+    rep = lint(tracelint.load(largest))
     t_html = median_time(lambda: render_html(rep), args.runs)
     rows.append((f"{largest.name}: lint (load + rules)", t_lint, 1.0))
     rows.append(("HTML report on top of lint", t_html, t_html / t_lint))

@@ -1,1 +1,37 @@
-"""Built-in rules, one per file; discovered by tracelint.engine.registry."""
+"""The built-in rules, one per file, in catalogue order.
+
+Adding a rule = one rule file here + one line in TABLE + one fixture scenario
+(docs/contributing.md). tests/test_rule_table.py checks that every rule file is in the table,
+that every line names a Rule with the id in its file name, and that ids and slugs are unique.
+"""
+from __future__ import annotations
+
+import importlib
+
+#: (module, class) per rule. Trace scope first (TL0xx performance, TL1xx privacy), then the
+#: job scope rules that read a multi-rank job's summaries (TL2xx).
+TABLE: tuple[tuple[str, str], ...] = (
+    ("tl001_launch_gap", "LaunchGap"),
+    ("tl002_small_op_storm", "SmallOpStorm"),
+    ("tl003_dequant_overhead", "DequantOverhead"),
+    ("tl004_unoverlapped_copy", "UnoverlappedCopy"),
+    ("tl005_hidden_sync", "HiddenSync"),
+    ("tl006_layout_transform", "LayoutTransform"),
+    ("tl007_register_spill", "RegisterSpill"),
+    ("tl008_tail_latency", "TailLatency"),
+    ("tl009_exposed_communication", "ExposedCommunication"),
+    ("tl010_readback_in_loop", "ReadbackInLoop"),
+    ("tl011_fp32_gemm", "Fp32Gemm"),
+    ("tl100_secret_in_trace", "SecretInTrace"),
+    ("tl101_personal_data", "PersonalDataInTrace"),
+    ("tl201_job_exposed_comm", "JobExposedCommunication"),
+    ("tl202_collective_straggler", "CollectiveStraggler"),
+    ("tl203_slow_iterations", "SlowRankIterations"),
+    ("tl204_load_imbalance", "ComputeImbalance"),
+    ("tl205_collective_bandwidth", "CollectiveBandwidth"),
+)
+
+
+def builtin_rules() -> list:
+    """The rule classes of TABLE, imported on demand (the catalogue needs no trace)."""
+    return [getattr(importlib.import_module(f"{__name__}.{module}"), cls) for module, cls in TABLE]

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.finding import Evidence, Layer, Measure, Severity, Where
-from ..engine.rule import option
-from .rules import CrossRankRule, JobContext
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
+from tracelint.engine.job_context import JobContext
+from tracelint.engine.rule import Rule, option
 
 _HINT = ("nsys profile --gpu-metrics-devices=all (NVLink / PCIe throughput per GPU), "
          "--nic-metrics=true for InfiniBand / RoCE NICs")
@@ -21,7 +21,7 @@ class Options:
     min_excess_ns: int = option(1_000_000, "... and by at least this many ns in total.")
 
 
-class JobExposedCommunication(CrossRankRule):
+class JobExposedCommunication(Rule):
     """Communication that no compute overlaps, per rank and over the whole job.
 
     What it detects: for every rank, the time its NCCL / RCCL kernels run while no compute
@@ -52,6 +52,9 @@ class JobExposedCommunication(CrossRankRule):
     collectives that sit on the critical path by construction; the last gradient bucket, which
     nothing can hide.
     """
+
+    scope = "job"
+    needs = frozenset()
 
     id = "TL201"
     slug = "job-exposed-communication"

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.finding import Evidence, Layer, Measure, Severity, Where
-from ..engine.rule import option
-from .rules import CrossRankRule, JobContext
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
+from tracelint.engine.job_context import JobContext
+from tracelint.engine.rule import Rule, option
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class Options:
     min_impact_share: float = option(0.005, "Report when the wait it causes is at least this share of the median iteration time.")
 
 
-class CollectiveStraggler(CrossRankRule):
+class CollectiveStraggler(Rule):
     """A rank arrives late at collectives, so every other rank waits for it.
 
     What it detects: collective calls (AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll,
@@ -46,6 +46,9 @@ class CollectiveStraggler(CrossRankRule):
     within the clock-alignment error (tens of µs); deliberately asymmetric roles (a rank-0-only
     evaluation step).
     """
+
+    scope = "job"
+    needs = frozenset()
 
     id = "TL202"
     slug = "collective-straggler"

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.finding import Evidence, Layer, Measure, Severity, Where
-from ..engine.rule import option
-from .rules import CrossRankRule, JobContext
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
+from tracelint.engine.job_context import JobContext
+from tracelint.engine.rule import Rule, option
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Options:
     min_iterations: int = option(2, "Iterations matched across ranks needed before judging.")
 
 
-class SlowRankIterations(CrossRankRule):
+class SlowRankIterations(Rule):
     """A rank's iterations are consistently slower than the other ranks'.
 
     What it detects: per iteration (ProfilerStep#N, matched across ranks by step number, else
@@ -40,6 +40,9 @@ class SlowRankIterations(CrossRankRule):
     TL202 (late arrival) and TL204 (compute imbalance) instead; profiler windows that cover
     different iterations on different ranks (check the step numbers).
     """
+
+    scope = "job"
+    needs = frozenset()
 
     id = "TL203"
     slug = "slow-rank-iterations"

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.finding import Evidence, Layer, Measure, Severity, Where
-from ..engine.rule import option
-from .rules import CrossRankRule, JobContext
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
+from tracelint.engine.job_context import JobContext
+from tracelint.engine.rule import Rule, option
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Options:
     consistent_share: float = option(0.5, "Name a worst rank when it is the heaviest in at least this share of iterations.")
 
 
-class ComputeImbalance(CrossRankRule):
+class ComputeImbalance(Rule):
     """Compute load is unevenly spread across ranks.
 
     What it detects: per iteration, each rank's compute time — the union of its non-communication
@@ -39,6 +39,9 @@ class ComputeImbalance(CrossRankRule):
     evaluation or logging, pipeline stages of different sizes that the schedule accounts for);
     iterations whose compute time is tiny (`min_compute_ns`); noise below a few percent.
     """
+
+    scope = "job"
+    needs = frozenset()
 
     id = "TL204"
     slug = "compute-imbalance"

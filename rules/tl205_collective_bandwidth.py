@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.finding import Evidence, Layer, Measure, Severity, Where
-from ..engine.rule import option
-from .rules import CrossRankRule, JobContext, link_peak_for
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
+from tracelint.engine.job_context import JobContext, link_peak_for
+from tracelint.engine.rule import Rule, option
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Options:
     min_calls: int = option(2, "Calls of a collective with a known size needed before judging.")
 
 
-class CollectiveBandwidth(CrossRankRule):
+class CollectiveBandwidth(Rule):
     """Collectives move data far below the link's bandwidth.
 
     What it detects: for collective calls whose size the trace records (Kineto: the NCCL
@@ -48,6 +48,9 @@ class CollectiveBandwidth(CrossRankRule):
     inter-node collectives judged against an NVLink peak (set `link_peak_gbps` to the NIC's);
     calls timed by a kernel that includes waiting for other ranks (single-rank traces).
     """
+
+    scope = "job"
+    needs = frozenset()
 
     id = "TL205"
     slug = "collective-bandwidth"

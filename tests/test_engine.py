@@ -9,9 +9,10 @@ import pytest
 
 from tracelint.engine.baseline import read_baseline, write_baseline
 from tracelint.engine.config import Config, load_config
-from tracelint.engine.registry import all_rules, builtin_rules, matches
+from tracelint.api import available_rules
+from tracelint.engine.registry import matches
 from tracelint.engine.rule import DOC_SECTIONS
-from tracelint.engine.runner import run_rules
+from tracelint.api import lint
 from tracelint.errors import ConfigError
 from tracelint.timeline.model import Meta, Timeline
 from tracelint.timeline.schema import make_table
@@ -32,7 +33,7 @@ def gappy_timeline(n=10, kernel_ns=10_000, gap_ns=50_000) -> Timeline:
 
 
 def test_builtin_rules_are_documented():
-    rules = builtin_rules()
+    rules = available_rules()
     assert rules, "no rules discovered"
     for r in rules:
         for section in DOC_SECTIONS:
@@ -42,7 +43,7 @@ def test_builtin_rules_are_documented():
 
 
 def test_selection_by_id_prefix_slug_group():
-    tl001 = next(r for r in builtin_rules() if r.id == "TL001")
+    tl001 = next(r for r in available_rules() if r.id == "TL001")
     assert matches(tl001, "TL001") and matches(tl001, "TL0") and matches(tl001, "launch-gap")
     assert matches(tl001, "ALL") and matches(tl001, "host")
     assert not matches(tl001, "TL002") and not matches(tl001, "small-op-storm")
@@ -50,7 +51,7 @@ def test_selection_by_id_prefix_slug_group():
 
 def test_tl001_measures_idle_time_exactly():
     tl = gappy_timeline()
-    rep = run_rules(tl, Config(select=["TL001"]))
+    rep = lint(tl, Config(select=["TL001"]))
     (f,) = rep.findings
     # independent computation: 9 gaps of 50 µs between 10 back-to-back-launched kernels
     assert f.impact_ns == 9 * 50_000 and f.occurrences == 9
@@ -60,18 +61,18 @@ def test_tl001_measures_idle_time_exactly():
 def test_threshold_from_config_silences_rule():
     tl = gappy_timeline()
     cfg = Config(select=["TL001"], options={"launch-gap": {"min_gap_ns": 60_000}})
-    assert run_rules(tl, cfg).findings == []
+    assert lint(tl, cfg).findings == []
 
 
 def test_unknown_option_and_selector_are_errors():
     with pytest.raises(ConfigError):
-        run_rules(gappy_timeline(), Config(options={"TL001": {"nope": 1}}))
+        lint(gappy_timeline(), Config(options={"TL001": {"nope": 1}}))
     with pytest.raises(ConfigError):
-        run_rules(gappy_timeline(), Config(select=["TL999"]))
+        lint(gappy_timeline(), Config(select=["TL999"]))
 
 
 def test_severity_override():
-    rep = run_rules(gappy_timeline(), Config(select=["TL001"], severity={"launch-gap": "error"}))
+    rep = lint(gappy_timeline(), Config(select=["TL001"], severity={"launch-gap": "error"}))
     assert rep.findings[0].severity.value == "error"
 
 
@@ -87,7 +88,7 @@ def test_pyproject_config_is_found_upward(tmp_path):
     sub.mkdir(parents=True)
     cfg = load_config(start=sub)
     assert cfg.select == ["TL001"] and cfg.fail_on == "error"
-    assert cfg.options_for(next(r for r in builtin_rules() if r.id == "TL001")).min_gap_ns == 1000
+    assert cfg.options_for(next(r for r in available_rules() if r.id == "TL001")).min_gap_ns == 1000
 
 
 def test_tracelint_toml_rejects_unknown_setting(tmp_path):
@@ -98,16 +99,16 @@ def test_tracelint_toml_rejects_unknown_setting(tmp_path):
 
 def test_baseline_hides_accepted_findings_only(tmp_path):
     tl = gappy_timeline()
-    rep = run_rules(tl, Config(select=["TL001"]))
+    rep = lint(tl, Config(select=["TL001"]))
     base = tmp_path / "baseline.json"
     write_baseline(base, rep.findings)
     assert read_baseline(base) == {f.fingerprint() for f in rep.findings}
-    again = run_rules(gappy_timeline(gap_ns=70_000), Config(select=["TL001"], baseline=str(base)))
+    again = lint(gappy_timeline(gap_ns=70_000), Config(select=["TL001"], baseline=str(base)))
     assert again.findings == [] and again.suppressed == 1   # same identity: accepted
     doc = json.loads(base.read_text())
     doc["findings"][0]["fingerprint"] = "0" * 16
     base.write_text(json.dumps(doc))
-    assert len(run_rules(tl, Config(select=["TL001"], baseline=str(base))).findings) == 1
+    assert len(lint(tl, Config(select=["TL001"], baseline=str(base))).findings) == 1
 
 
 def test_user_rules_dir(tmp_path):
@@ -130,14 +131,14 @@ def test_user_rules_dir(tmp_path):
                     yield self.finding(ctx, message="many", impact_ns=0, where=Where(),
                                        evidence={Layer.SYSTEM: Evidence.measured("n kernels")})
     '''))
-    rules = all_rules([tmp_path])
+    rules = available_rules(Config(rules_dirs=[str(tmp_path)]))
     assert any(r.id == "XY001" for r in rules)
-    rep = run_rules(gappy_timeline(), Config(select=["XY001"], rules_dirs=[str(tmp_path)]))
+    rep = lint(gappy_timeline(), Config(select=["XY001"], rules_dirs=[str(tmp_path)]))
     assert [f.rule for f in rep.findings] == ["XY001"]
 
 
 def test_rules_skip_without_gpu_activity():
-    rep = run_rules(Timeline(meta=Meta(format="kineto-json")), Config())
+    rep = lint(Timeline(meta=Meta(format="kineto-json")), Config())
     assert rep.findings == [] or all("security" in r.title.lower() or r.rule.startswith("TL1") for r in rep.findings)
     assert rep.skipped.get("TL001") == "no GPU activity in the trace"
 

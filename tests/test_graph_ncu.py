@@ -1,14 +1,13 @@
 """The networkx view and Nsight Compute CSV as microarchitecture evidence."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import tracelint
-from conftest import SHARED
+from conftest import TRACES
 from tracelint.engine.config import Config
 from tracelint.engine.finding import Layer
-from tracelint.engine.runner import lint
+from tracelint.api import lint
 from tracelint.importers.ncu_csv import load_ncu_csv
 from tracelint.errors import TraceFormatError
 from tracelint.synth.builder import TraceBuilder
@@ -17,9 +16,9 @@ from tracelint.synth.builder import TraceBuilder
 @pytest.mark.parametrize("name", ["torch/hta_event_sync_a100.json.gz",
                                   "nsys/nsys2022.4_gpu4-vecadd-4streams_t4.sqlite"])
 def test_graph_edges_match_tables(name):
-    path = SHARED / "traces" / name
+    path = TRACES / name
     if not path.exists():
-        pytest.skip("shared traces not present")
+        pytest.skip("real trace not present")
     tl = tracelint.load(path)
     g = tl.graph()
     kinds = {}

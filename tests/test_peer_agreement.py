@@ -8,11 +8,11 @@ import re
 import pytest
 
 import tracelint
-from conftest import SHARED
+from conftest import TRACES
 from tracelint.engine.config import Config
-from tracelint.engine.runner import run_rules
+from tracelint.api import lint
 
-NSYS = SHARED / "traces" / "nsys"
+NSYS = TRACES / "nsys"
 PEER_CASES = ["nsys2021.2_mordred-hashjoin_quadro-rtx6000",
               "nsys2021.2-capture_reexported-by-2022.4_mordred-hashjoin_quadro-rtx6000"]
 
@@ -28,23 +28,23 @@ def peer_gaps(stem: str) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("stem", PEER_CASES)
 def test_tl001_finds_the_gaps_nsys_analyze_finds(stem):
     if not (NSYS / f"{stem}.sqlite").exists():
-        pytest.skip("shared traces not present")
+        pytest.skip("real trace not present")
     expected = peer_gaps(stem)
     assert len(expected) == 2
     tl = tracelint.load(NSYS / f"{stem}.sqlite")
     cfg = Config(select=["TL001"], options={"launch-gap": {"min_gap_ns": 500_000_000, "min_share": 0.0}})
-    (f,) = run_rules(tl, cfg).findings
+    (f,) = lint(tl, cfg).findings
     ours = sorted((s, e - s) for s, e in f.windows)
     assert ours == sorted(expected)
     assert f.impact_ns == sum(d for _, d in expected)
 
 
 def test_tl001_idle_time_matches_a_plain_loop():
-    path = SHARED / "traces" / "torch" / "hta_event_sync_multistream_a100.json.gz"
+    path = TRACES / "torch" / "hta_event_sync_multistream_a100.json.gz"
     if not path.exists():
-        pytest.skip("shared traces not present")
+        pytest.skip("real trace not present")
     tl = tracelint.load(path)
-    (f,) = run_rules(tl, Config(select=["TL001"])).findings
+    (f,) = lint(tl, Config(select=["TL001"])).findings
     # independent: plain loop over kernels + copies + memsets of the device, merged by hand
     spans = []
     for table in (tl.kernels, tl.copies, tl.memsets):
@@ -66,7 +66,7 @@ def test_qdrep_is_exported_with_nsys_when_available(tmp_path):
     from conftest import md5, run_cli
     rep = NSYS / "nsys2021.2_mordred-hashjoin_quadro-rtx6000.qdrep"
     if not rep.exists():
-        pytest.skip("shared traces not present")
+        pytest.skip("real trace not present")
     before = md5(rep)
     res = run_cli("info", rep, "--json")
     if shutil.which("nsys") is None:

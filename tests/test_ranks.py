@@ -11,22 +11,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SHARED, needs_shared
+from conftest import TRACES, needs_shared
 from tracelint.engine.config import Config
 from tracelint.engine.finding import Layer
 from tracelint.errors import ConfigError
-from tracelint.ranks.job import discover, group_job, lint_job, run_cross_rank, split_config
-from tracelint.ranks.report import (render_job, render_job_html, render_job_json,
+from tracelint.api import available_rules, lint_job_rules
+from tracelint.ranks.job import check_config, discover, group_job, lint_job
+from tracelint.reporters.job import (render_job, render_job_html, render_job_json,
                                     render_job_markdown, render_job_text)
-from tracelint.ranks.rules import BUSBW_FACTOR, cross_rank_rules
+from tracelint.engine.job_context import BUSBW_FACTOR
 from tracelint.ranks.summary import (RankSummary, canonical_collective, dtype_bytes,
                                      rank_from_name, summarize_source)
 from tracelint.ranks.synth import RawTrace, make_job
 
 pytestmark = needs_shared()
 
-TORCH = SHARED / "traces" / "torch"
-NSYS = SHARED / "traces" / "nsys"
+TORCH = TRACES / "torch"
+NSYS = TRACES / "nsys"
 NCCL_RANK = TORCH / "hta_nccl_a100_rank0of2.json.gz"          # 21 NCCL kernels, 3 steps
 SAMPLED = [TORCH / "hta_sampled_rank0of128.json.gz", TORCH / "hta_sampled_rank1of128.json.gz"]
 DELAY_US = 3000.0
@@ -206,8 +207,7 @@ def test_collective_bandwidth_needs_a_peak(control_report):
     expected = one["bytes"] / one["transfer_ns"] * 2 * (n - 1) / n
     assert row["busbw_gbps"] == pytest.approx(expected)
     cfg = Config(options={"TL205": {"link_peak_gbps": 300.0}})
-    _, cross = split_config(cfg)
-    findings, *_ = run_cross_rank(r.ranks, cross)
+    findings, *_ = lint_job_rules(r.ranks, check_config(cfg))
     tl205 = [f for f in findings if f.rule == "TL205"]
     assert [f.key for f in tl205] == ["AllReduce"]                # Broadcast calls are < 1 MiB
     assert tl205[0].metrics["efficiency"].value < 0.4
@@ -265,18 +265,19 @@ def test_local_pool_and_dask_cluster_agree(planted_dir, planted_report):
 
 
 # ----- configuration, discovery, reports ----------------------------------------------------------
-def test_split_config():
-    per, cross = split_config(Config(select=["TL202", "TL001"],
-                                     options={"TL205": {"link_peak_gbps": 450.0},
-                                              "launch-gap": {"min_gap_ns": 1000}}))
-    assert per.select == ["TL001"] and cross.select == ["TL202"]
-    assert "TL205" in cross.options and "launch-gap" in per.options
+def test_one_config_serves_both_scopes():
+    cfg = check_config(Config(select=["TL202", "TL001"],
+                              options={"TL205": {"link_peak_gbps": 450.0},
+                                       "launch-gap": {"min_gap_ns": 1000}}))
+    selected = {r.id for r in available_rules(cfg) if cfg.is_selected(r)}
+    assert selected == {"TL001", "TL202"}
     with pytest.raises(ConfigError):
-        split_config(Config(select=["TL299"]))
+        check_config(Config(select=["TL299"]))
     with pytest.raises(ConfigError):
-        split_config(Config(options={"TL203": {"no_such_option": 1}}))
-    assert [r.id for r in cross_rank_rules()] == ["TL201", "TL202", "TL203", "TL204", "TL205"]
-    for rule in cross_rank_rules():
+        check_config(Config(options={"TL203": {"no_such_option": 1}}))
+    job_rules = [r for r in available_rules() if r.scope == "job"]
+    assert [r.id for r in job_rules] == ["TL201", "TL202", "TL203", "TL204", "TL205"]
+    for rule in job_rules:
         for section in ("What it detects", "Why it hurts", "Evidence", "Fix",
                         "Counter-example (when it does not apply)"):
             assert rule.section(section), (rule.id, section)

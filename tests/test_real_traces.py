@@ -9,7 +9,7 @@ from jsonschema import Draft7Validator, Draft202012Validator
 from typer.testing import CliRunner
 
 from conftest import ALL_TRACES, REPO
-from tracelint.engine.runner import lint
+from tracelint.api import lint
 from tracelint.reporters.json_report import render_json, report_schema
 from tracelint.reporters.markdown import render_markdown
 from tracelint.reporters.sarif import render_sarif

@@ -8,17 +8,17 @@ from decimal import Decimal
 import pytest
 
 import tracelint
-from conftest import SHARED
+from conftest import TRACES
 from tracelint.engine.config import Config
-from tracelint.engine.runner import run_rules
+from tracelint.api import lint
 
 
 @pytest.mark.parametrize("name", ["hta_alexnet_a100.json.gz", "kineto_tbplugin_resnet50_v100_2021-06.pt.trace.json.gz"])
 def test_fp32_gemm_share_matches_raw_json(name):
-    path = SHARED / "traces" / "torch" / name
+    path = TRACES / "torch" / name
     if not path.exists():
-        pytest.skip("shared traces not present")
-    (f,) = run_rules(tracelint.load(path), Config(select=["TL011"])).findings
+        pytest.skip("real trace not present")
+    (f,) = lint(tracelint.load(path), Config(select=["TL011"])).findings
     raw = json.load(gzip.open(path), parse_float=Decimal)["traceEvents"]
     kernels = [e for e in raw if e.get("cat") in ("kernel", "Kernel") and e.get("ph") == "X"
                and e.get("args", {}).get("device", e.get("pid")) == f.where.device]

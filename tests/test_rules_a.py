@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tracelint.engine.config import Config
-from tracelint.engine.runner import run_rules
+from tracelint import api
 from tracelint.timeline.model import Meta, Timeline
 from tracelint.timeline.nesting import nest
 from tracelint.timeline.schema import make_table
@@ -60,7 +60,7 @@ class Trace:
 
 def lint(tl, rule, **options):
     cfg = Config(select=[rule], options={rule: options} if options else {})
-    return [f for f in run_rules(tl, cfg).findings if f.rule == rule]
+    return [f for f in api.lint(tl, cfg).findings if f.rule == rule]
 
 
 def union_len(ivs):
@@ -271,10 +271,10 @@ import json  # noqa: E402
 import sqlite3  # noqa: E402
 from decimal import Decimal  # noqa: E402
 
-from conftest import SHARED, needs_shared  # noqa: E402
+from conftest import TRACES, needs_shared  # noqa: E402
 
-TORCH = SHARED / "traces" / "torch"
-NSYS = SHARED / "traces" / "nsys"
+TORCH = TRACES / "torch"
+NSYS = TRACES / "nsys"
 GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 
 

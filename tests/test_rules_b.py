@@ -17,12 +17,12 @@ import pytest
 
 from tracelint.engine.config import Config
 from tracelint.engine.finding import Layer, Severity
-from tracelint.engine.runner import run_rules
+from tracelint.api import lint
 from tracelint.timeline.model import Device, Meta, Timeline
 from tracelint.timeline.nesting import nest
 from tracelint.timeline.schema import make_table
 
-from conftest import SHARED, needs_shared
+from conftest import TRACES, needs_shared
 
 US = 1_000
 PID = TID = 100
@@ -83,7 +83,7 @@ def _timeline(cc="8.0", devices=(0,), **tables):
 
 def _run(tl, rule, **options):
     cfg = Config(select=[rule], options={rule: options} if options else {})
-    return [f for f in run_rules(tl, cfg).findings if f.rule == rule]
+    return [f for f in lint(tl, cfg).findings if f.rule == rule]
 
 
 def _merge(iv):
@@ -470,8 +470,8 @@ def test_tl009_compute_on_another_device_does_not_hide_it():
 # ------------------------------------------------------------------------------------------
 # real traces: the key number recomputed from the raw file
 
-NSYS = SHARED / "traces" / "nsys"
-TORCH = SHARED / "traces" / "torch"
+NSYS = TRACES / "nsys"
+TORCH = TRACES / "torch"
 
 
 def _ns(x) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from conftest import ALL_TRACES, NSYS_TRACES, SHARED, md5, needs_shared, run_cli
+from conftest import ALL_TRACES, NSYS_TRACES, TRACES, md5, needs_shared, run_cli
 from tracelint.secrets import patterns as P
 from tracelint.secrets import scan_file, scrub_report, scrub_text
 from tracelint.secrets.redact import check_file, redact_file
@@ -151,7 +151,7 @@ def kineto(tmp_path) -> Path:
 # ---------------------------------------------------------------------------------------------
 # the planted nsys SQLite (a real export + inserted rows)
 # ---------------------------------------------------------------------------------------------
-NSYS_BASE = SHARED / "traces" / "nsys" / "nsys2026.1_nsys-ai-mock-pytorch_rtx3080.sqlite"
+NSYS_BASE = TRACES / "nsys" / "nsys2026.1_nsys-ai-mock-pytorch_rtx3080.sqlite"
 S = {
     "hf_block": tok("hf_", 34, 21),
     "wandb_block": tok("", 40, 22, "0123456789abcdef"),
@@ -213,7 +213,7 @@ def nsys_planted(tmp_path: Path) -> tuple[Path, dict[str, tuple[str, str]]]:
     return dst, where
 
 
-needs_nsys_base = pytest.mark.skipif(not NSYS_BASE.exists(), reason="../shared traces not present")
+needs_nsys_base = pytest.mark.skipif(not NSYS_BASE.exists(), reason="real trace not present")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def test_nul_separated_env_block_and_personal_data():
 # 2. the rules on planted traces
 # ---------------------------------------------------------------------------------------------
 def _check_rule(path: Path, planted: dict[str, str], where: dict[str, tuple[str, str]]):
-    from tracelint.engine.runner import lint
+    from tracelint.api import lint
     res = scan_file(path)
     for key, secret in planted.items():
         hits = [h for h in res.secrets if _contains(h, secret)]
@@ -373,7 +373,7 @@ def test_rule_flags_each_planted_kineto_secret_once(kineto):
 
 
 def _check_rule_json(path: Path):
-    from tracelint.engine.runner import lint
+    from tracelint.api import lint
     res = scan_file(path)
     for key, secret in K.items():
         hits = [h for h in res.secrets if _contains(h, secret)]
@@ -413,13 +413,13 @@ def test_rule_flags_each_planted_nsys_secret_once(tmp_path):
 
 
 def test_rule_skips_without_a_file():
+    from tracelint.api import available_rules
     from tracelint.engine.runner import run_rules
-    from tracelint.engine.registry import all_rules
     from tracelint.timeline.model import Timeline
     tl = Timeline()
     tl.meta.source = "/nonexistent/trace.sqlite"
-    rules = [r for r in all_rules() if r.id in ("TL100", "TL101")]
-    report = run_rules(tl, rules=rules)
+    rules = [r for r in available_rules() if r.id in ("TL100", "TL101")]
+    report = run_rules(tl, rules)
     assert report.findings == [] and report.skipped == {}
 
 
@@ -562,7 +562,7 @@ def test_cli_check_and_redact_exit_codes(kineto, tmp_path):
 # 5. scrubbing a report (the wiring for `lint --no-scrub` lives in the CLI)
 # ---------------------------------------------------------------------------------------------
 def test_scrub_report_removes_secrets_everywhere(kineto):
-    from tracelint.engine.runner import lint
+    from tracelint.api import lint
     report = lint(kineto)
     # the user annotation encloses the launches: its name (with the token) is in nvtx paths
     raw = json.dumps(report.to_dict(), default=str) + "".join(report.timeline.ranges["name"].astype(str))
@@ -577,7 +577,7 @@ def test_scrub_report_removes_secrets_everywhere(kineto):
 
 
 def test_scrub_report_paths(kineto):
-    from tracelint.engine.runner import lint
+    from tracelint.api import lint
     report = lint(kineto)
     scrub_report(report, paths=True)
     text = json.dumps(report.to_dict(), default=str)
@@ -593,7 +593,7 @@ def test_scrub_report_paths(kineto):
 @pytest.mark.slow
 @pytest.mark.parametrize("trace", ALL_TRACES, ids=[p.name for p in ALL_TRACES])
 def test_redact_round_trip_on_shared_traces(trace, tmp_path):
-    from tracelint.engine.runner import lint
+    from tracelint.api import lint
     clear_cache()
     before = md5(trace)
     out = tmp_path / trace.name

@@ -81,7 +81,7 @@ def test_reporters_available():
 
 
 def test_no_format_leaks_a_planted_kineto_secret(tmp_path):
-    from tracelint.engine.runner import lint
+    from tracelint.api import lint
     clear_cache()
     trace = write_kineto(tmp_path / "planted.json.gz")
     report = lint(trace)
@@ -98,7 +98,7 @@ def test_no_format_leaks_a_planted_kineto_secret(tmp_path):
 
 
 def test_no_format_leaks_personal_data_with_paths(tmp_path):
-    from tracelint.engine.runner import lint
+    from tracelint.api import lint
     clear_cache()
     trace = write_kineto(tmp_path / "planted.json.gz")
     report = lint(trace)
@@ -110,9 +110,9 @@ def test_no_format_leaks_personal_data_with_paths(tmp_path):
         assert "gpu-box-17" not in text, fmt
 
 
-@pytest.mark.skipif(not NSYS_BASE.exists(), reason="../shared traces not present")
+@pytest.mark.skipif(not NSYS_BASE.exists(), reason="real trace not present")
 def test_no_format_leaks_a_planted_nsys_secret(tmp_path):
-    from tracelint.engine.runner import lint
+    from tracelint.api import lint
     path, _ = nsys_planted(tmp_path)
     report = lint(path)
     assert any(f.rule == "TL100" for f in report.findings)

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "lint", "profile", "Timeline", "TracelintError", "TraceFormatError", "__version__"]
+__all__ = ["load", "lint", "render", "profile", "Timeline", "TracelintError", "TraceFormatError", "__version__"]
 
 
 def __getattr__(name: str):
-    if name == "load":
-        from .importers import load
-        return load
-    if name == "lint":
-        from .engine.runner import lint
-        return lint
+    if name in ("load", "lint"):
+        from . import api
+        return getattr(api, name)
+    if name == "render":
+        from .reporters import render
+        return render
     if name == "profile":
         from .capture import profile
         return profile

@@ -120,9 +120,10 @@ def add(
     edit: Annotated[bool, typer.Option("--edit", help="Open case.yaml in $EDITOR afterwards.")] = False,
 ):
     """Cut an excerpt that reproduces a finding and add it to a library as a new case."""
-    from ..cases.library import create_case
+    from ..cases.add import create_case
     from ..cases.model import load_case
-    from ..engine.registry import all_rules
+    from ..api import available_rules
+    from ..engine.config import Config
     if (finding is None) == (rule is None):
         raise fail("give either --finding N, or --rule ID with --window START:END")
     if finding is not None and window is not None:
@@ -137,7 +138,7 @@ def add(
     f = tl = None
     win = None
     if finding is not None:
-        from ..engine.runner import lint as run_lint
+        from ..api import lint as run_lint
         from .common import load_trace
         from .lint import build_config
         cfg = build_config(config, None, None, rules_dir, None, None)
@@ -151,7 +152,7 @@ def add(
         f = found[finding]
     else:
         rule = rule.upper()
-        known = {r.id for r in all_rules(list(rules_dir or []))}
+        known = {r.id for r in available_rules(Config(rules_dirs=list(rules_dir or [])))}
         if rule not in known:
             raise fail(f"--rule {rule}: unknown rule (see `tracelint rules`)")
         win = _parse_window(window)
@@ -187,7 +188,8 @@ def list_cases(
     config: Annotated[Optional[str], typer.Option("--config", help="tracelint.toml or pyproject.toml.")] = None,
 ):
     """List the cases of the built-in and configured libraries."""
-    from ..cases.library import gpu_family, load_library
+    from ..cases.library import load_library
+    from ..cases.match import gpu_family
     libs = _libraries(library, config)
     table = Table(show_lines=False, header_style="bold")
     table.add_column("id", no_wrap=True)
@@ -237,7 +239,8 @@ def check(
 ):
     """Replay every case: its excerpt must still produce its judged findings. Exit 1 on any
     failure (one line per case), 2 when a library cannot be read."""
-    from ..cases.library import check_case, load_library
+    from ..cases.check import check_case
+    from ..cases.library import load_library
     libs = [Path(directory)] if directory else _libraries(None, config)
     try:
         cases = [c for lib in libs for c in load_library(lib)]
@@ -280,8 +283,8 @@ def match(
     config: Annotated[Optional[str], typer.Option("--config", help="tracelint.toml or pyproject.toml.")] = None,
 ):
     """Lint a trace and name, per finding, the library cases it resembles."""
-    from ..cases.library import match_findings
-    from ..engine.runner import lint as run_lint
+    from ..cases.match import match_findings
+    from ..api import lint as run_lint
     from .common import fmt_ns, load_trace
     from .lint import build_config
     cfg = build_config(config, None, None, None, None, None)

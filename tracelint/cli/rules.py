@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
-from ..engine.registry import all_rules, matches
+from ..engine.registry import matches
 from .app import app, fail
 
 
@@ -18,16 +18,16 @@ def rules_cmd(
     rules_dir: Annotated[Optional[list[str]], typer.Option("--rules-dir", help="Extra folder of rule files.")] = None,
 ):
     """List the rules, or print one rule's documentation."""
-    from ..ranks.rules import cross_rank_rules
+    from ..api import available_rules
+    from ..engine.config import Config
     console = Console()
-    job_rules = cross_rank_rules()
-    available = all_rules(rules_dir or []) + job_rules
+    available = available_rules(Config(rules_dirs=list(rules_dir or [])))
     if rule is None:
         t = Table(title="tracelint rules", title_justify="left")
         for col in ("id", "slug", "severity", "scope", "layers", "summary"):
             t.add_column(col, overflow="fold")
         for r in available:
-            scope = "job (several ranks)" if r in job_rules else "trace"
+            scope = "job (several ranks)" if r.scope == "job" else "trace"
             t.add_row(r.id, r.slug, r.severity.value, scope, ",".join(sorted(x.value for x in r.layers)),
                       r.summary())
         console.print(t)

@@ -39,6 +39,11 @@ class Context:
         self.config = config
         self.ncu = ncu if ncu is not None else pd.DataFrame(columns=["kernel", "metric", "value", "unit", "launch"])
 
+    @property
+    def span_ns(self) -> int:
+        """The denominator of a finding's share: the trace's span."""
+        return self.tl.span_ns
+
     # ----- configuration -------------------------------------------------------------------
     def severity_for(self, rule: "Rule"):
         if self.config is not None:

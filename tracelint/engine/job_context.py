@@ -1,4 +1,4 @@
-"""Cross-rank rules: the base class, the job context they read, and the rule list.
+"""The job context that job-scope rules (TL201-TL205) read, built from rank summaries.
 
 The JobContext is the reduce step's product. It is built from RankSummary objects only (never
 from a Timeline), so the coordinating process holds summaries, not traces:
@@ -20,17 +20,15 @@ from a Timeline), so the coordinating process holds summaries, not traces:
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, ClassVar, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from ..engine.finding import Finding, Severity
-from ..engine.rule import Rule
+from .finding import Severity
 
-if TYPE_CHECKING:
-    from ..engine.config import Config
-    from .summary import RankSummary
+if TYPE_CHECKING:   # a RankSummary (tracelint.ranks.summary) is read through its attributes
+    from .config import Config
 
 #: Bus-bandwidth factor per collective (NCCL's convention, nccl-tests doc/PERFORMANCE.md):
 #: busbw = algbw * factor(n), algbw = S / t, with S the larger of the input and output buffer
@@ -81,7 +79,7 @@ def link_peak_for(gpu_name: str | None) -> float | None:
 class JobContext:
     """What a cross-rank rule sees: summaries of the ranks and the aligned, matched tables."""
 
-    def __init__(self, ranks: list["RankSummary"], config: "Config | None" = None,
+    def __init__(self, ranks: list, config: "Config | None" = None,
                  include_unknown: bool = False):
         self.ranks = sorted(ranks, key=lambda s: s.rank)
         self.by_rank = {s.rank: s for s in self.ranks}
@@ -105,6 +103,11 @@ class JobContext:
     @property
     def n(self) -> int:
         return len(self.ranks)
+
+    @property
+    def span_ns(self) -> int:
+        """The denominator of a job finding's share: the job's analysed window."""
+        return self.window_ns
 
     @cached_property
     def window_ns(self) -> int:
@@ -464,28 +467,6 @@ class JobContext:
         return pd.DataFrame(rows)
 
 
-class CrossRankRule(Rule):
-    """Base of cross-rank rules: metadata and docs like per-trace rules, check(JobContext)."""
-
-    needs: ClassVar[frozenset[str]] = frozenset()
-    min_ranks: ClassVar[int] = 2
-
-    def check(self, ctx: JobContext) -> Iterator[Finding]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def applicable(self, ctx: JobContext) -> str | None:
-        if ctx.n < self.min_ranks:
-            return f"needs at least {self.min_ranks} ranks ({ctx.n} analysed)"
-        return None
-
-    def finding(self, ctx: JobContext, **kw) -> Finding:
-        kw.setdefault("fix", self.section("Fix"))
-        kw.setdefault("counter_example", self.section("Counter-example (when it does not apply)"))
-        kw.setdefault("span_ns", ctx.window_ns)
-        kw.setdefault("severity", ctx.severity_for(self))
-        return Finding(rule=self.id, slug=self.slug, title=self.title, **kw)
-
-
 def rank_list(ranks) -> str:
     ranks = [int(r) for r in ranks]
     if len(ranks) <= 8:
@@ -493,15 +474,4 @@ def rank_list(ranks) -> str:
     return ", ".join(str(r) for r in ranks[:8]) + f", … ({len(ranks)} ranks)"
 
 
-def cross_rank_rules() -> list[type[CrossRankRule]]:
-    from .tl201_job_exposed_comm import JobExposedCommunication
-    from .tl202_collective_straggler import CollectiveStraggler
-    from .tl203_slow_iterations import SlowRankIterations
-    from .tl204_load_imbalance import ComputeImbalance
-    from .tl205_collective_bandwidth import CollectiveBandwidth
-    return [JobExposedCommunication, CollectiveStraggler, SlowRankIterations, ComputeImbalance,
-            CollectiveBandwidth]
-
-
-__all__ = ["JobContext", "CrossRankRule", "cross_rank_rules", "BUSBW_FACTOR", "LINK_PEAK_GBPS",
-           "link_peak_for", "rank_list"]
+__all__ = ["JobContext", "BUSBW_FACTOR", "LINK_PEAK_GBPS", "link_peak_for", "rank_list"]

@@ -1,11 +1,10 @@
-"""Rule discovery: every `tl*.py` module of the built-in `tracelint.rules` package, plus
-user rule folders (--rules-dir / config). Ids and slugs are checked for uniqueness here."""
+"""Rule lists: loading user rule folders (--rules-dir / config), checking ids and slugs, and
+matching selectors. The built-in list is tracelint.rules.TABLE; tracelint.api joins the two
+(the engine never imports the rules it runs)."""
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import inspect
-import pkgutil
 import re
 import sys
 from pathlib import Path
@@ -20,15 +19,6 @@ SLUG_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 def _rules_in_module(mod) -> list[type[Rule]]:
     return [obj for _, obj in inspect.getmembers(mod, inspect.isclass)
             if issubclass(obj, Rule) and obj is not Rule and obj.id and obj.__module__ == mod.__name__]
-
-
-def builtin_rules() -> list[type[Rule]]:
-    import tracelint.rules as pkg
-    found = []
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name.startswith("tl"):
-            found += _rules_in_module(importlib.import_module(f"{pkg.__name__}.{info.name}"))
-    return found
 
 
 def rules_from_dir(folder: str | Path) -> list[type[Rule]]:
@@ -51,10 +41,8 @@ def rules_from_dir(folder: str | Path) -> list[type[Rule]]:
     return found
 
 
-def all_rules(extra_dirs: list[str | Path] = ()) -> list[type[Rule]]:
-    rules = builtin_rules()
-    for d in extra_dirs:
-        rules += rules_from_dir(d)
+def checked(rules: list[type[Rule]]) -> list[type[Rule]]:
+    """The rules sorted by id, after checking that ids and slugs are well formed and unique."""
     seen_id: dict[str, type[Rule]] = {}
     seen_slug: dict[str, type[Rule]] = {}
     for r in rules:

@@ -59,6 +59,19 @@ class Report:
             "findings_by_severity": by_sev, "notes": list(tl.meta.notes),
         }
 
+    def exit_code(self, fail_on: str) -> int:
+        """0, or 1 when a finding is at or above `fail_on` (error, warning, info; never: 0)."""
+        if fail_on == "never":
+            return 0
+        threshold = Severity(fail_on).rank
+        return 1 if any(f.severity.rank >= threshold for f in self.findings) else 0
+
+    def write_baseline(self, path: str) -> int:
+        """Accept every current finding into an accepted-findings baseline file."""
+        from .baseline import write_baseline
+        write_baseline(path, self.findings)
+        return len(self.findings)
+
     def sorted_findings(self) -> list[Finding]:
         return sorted(self.findings, key=lambda f: (-f.severity.rank, -f.impact_ns, f.rule))
 
@@ -79,7 +92,3 @@ class Report:
         import pandas as pd
         return pd.DataFrame([{**f.to_dict(), **{f"where.{k}": v for k, v in f.where.to_dict().items()}}
                              for f in self.sorted_findings()])
-
-    def to_html(self) -> str:
-        from ..reporters.html import render_html
-        return render_html(self)

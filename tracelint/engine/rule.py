@@ -5,12 +5,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from typing import TYPE_CHECKING, ClassVar, Iterator
+from typing import ClassVar, Iterator
 
 from .finding import Finding, Layer, Severity
-
-if TYPE_CHECKING:
-    from .context import Context
 
 DOC_SECTIONS = ("What it detects", "Why it hurts", "Evidence", "Fix",
                 "Counter-example (when it does not apply)")
@@ -33,12 +30,23 @@ class Rule:
     # Timeline tables the rule cannot run without (any one non-empty is enough).
     needs: ClassVar[frozenset[str]] = frozenset({"kernels"})
     Options: ClassVar[type] = NoOptions
+    # "trace": check(Context) on one trace; "job": check(JobContext) on a job's rank summaries.
+    scope: ClassVar[str] = "trace"
+    # job scope: the fewest ranks the rule can say anything about.
+    min_ranks: ClassVar[int] = 2
 
     def __init__(self, options=None):
         self.options = options if options is not None else self.Options()
 
-    def check(self, ctx: "Context") -> Iterator[Finding]:  # pragma: no cover - abstract
+    def check(self, ctx) -> Iterator[Finding]:  # pragma: no cover - abstract
+        """ctx: an engine.context.Context (trace scope) or engine.job_context.JobContext (job)."""
         raise NotImplementedError
+
+    def applicable(self, ctx) -> str | None:
+        """None when the rule can say something here, else why not (job scope: rank count)."""
+        if self.scope == "job" and ctx.n < self.min_ranks:
+            return f"needs at least {self.min_ranks} ranks ({ctx.n} analysed)"
+        return None
 
     # ----- documentation -----------------------------------------------------------------
     @classmethod
@@ -67,11 +75,12 @@ class Rule:
         return out
 
     # ----- helpers for subclasses --------------------------------------------------------
-    def finding(self, ctx: "Context", **kw) -> Finding:
-        """A Finding pre-filled with this rule's metadata, fix and counter-example."""
+    def finding(self, ctx, **kw) -> Finding:
+        """A Finding pre-filled with this rule's metadata, fix and counter-example; its share
+        is of the context's span (the trace's, or the job's analysed window)."""
         kw.setdefault("fix", self.section("Fix"))
         kw.setdefault("counter_example", self.section("Counter-example (when it does not apply)"))
-        kw.setdefault("span_ns", ctx.tl.span_ns)
+        kw.setdefault("span_ns", ctx.span_ns)
         kw.setdefault("severity", ctx.severity_for(self))
         return Finding(rule=self.id, slug=self.slug, title=self.title, **kw)
 

@@ -1,18 +1,20 @@
-"""Run the selected rules over a Timeline and collect a Report."""
+"""Run rules over a Timeline (trace scope) or a job's rank summaries (job scope).
+
+Pure: it is given its rules and a loaded Timeline; loading files, choosing the built-in rules,
+matching the case library and writing output belong to tracelint.api and above.
+"""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pandas as pd
 
-from ..errors import TracelintError
 from ..timeline.model import Timeline
 from .baseline import apply_baseline, read_baseline
 from .config import Config
 from .context import Context
 from .finding import Finding
-from .registry import all_rules
+from .job_context import JobContext
 from .report import Report, RuleInfo
 from .rule import Rule
 
@@ -37,12 +39,19 @@ def applicable(rule: type[Rule], tl: Timeline) -> str | None:
     return f"the trace has no {missing} events"
 
 
-def run_rules(tl: Timeline, config: Config | None = None, ncu: pd.DataFrame | None = None,
-              rules: list[type[Rule]] | None = None) -> Report:
+def _accepted(findings: list[Finding], config: Config) -> tuple[list[Finding], int]:
+    """Findings not accepted in the configured findings baseline, and how many were."""
+    if config.baseline and findings:
+        return apply_baseline(findings, read_baseline(config.baseline))
+    return findings, 0
+
+
+def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = None,
+              ncu: pd.DataFrame | None = None) -> Report:
+    """The trace-scope rules among `rules` that the config selects, over one Timeline."""
     config = config or Config()
-    available = rules if rules is not None else all_rules(config.rules_dirs)
-    config.validate(available)
-    selected = [r for r in available if config.is_selected(r)]
+    config.validate(rules)
+    selected = [r for r in rules if r.scope == "trace" and config.is_selected(r)]
     ctx = Context(tl, config, ncu)
     findings: list[Finding] = []
     skipped: dict[str, str] = {}
@@ -54,32 +63,31 @@ def run_rules(tl: Timeline, config: Config | None = None, ncu: pd.DataFrame | No
             continue
         t0 = time.perf_counter()
         rule = rule_cls(config.options_for(rule_cls))
-        found = list(rule.check(ctx))
+        findings += list(rule.check(ctx))
         elapsed[rule_cls.id] = time.perf_counter() - t0
-        findings += found
-    suppressed = 0
-    if config.baseline:
-        findings, suppressed = apply_baseline(findings, read_baseline(config.baseline))
-    from ..cases.library import default_libraries, match_findings
-    match_findings(findings, default_libraries(config.case_libraries), timeline=tl)
+    findings, suppressed = _accepted(findings, config)
     return Report(source=tl.meta.source, timeline=tl, findings=findings,
                   rules=[rule_info(r) for r in selected], skipped=skipped,
                   suppressed=suppressed, elapsed_s=elapsed)
 
 
-def lint(source: str | Path | Timeline, config: Config | None = None,
-         ncu: str | Path | None = None, progress=None) -> Report:
-    """Python API: lint a trace path or an already loaded Timeline."""
-    from ..importers import load
-    from ..importers.ncu_csv import load_ncu_csv
-    t0 = time.perf_counter()
-    tl = source if isinstance(source, Timeline) else load(source, progress=progress)
-    t_load = time.perf_counter() - t0
-    ncu_df = load_ncu_csv(ncu) if ncu else None
-    t1 = time.perf_counter()
-    report = run_rules(tl, config, ncu_df)
-    report.elapsed_s = {"load": t_load, "rules": time.perf_counter() - t1, **report.elapsed_s}
-    return report
+def run_job_rules(members: list, rules: list[type[Rule]], config: Config | None = None):
+    """(findings, rule infos, skipped, suppressed, JobContext) of the job-scope rules among
+    `rules` over the job's rank summaries (members)."""
+    config = config or Config()
+    selected = [r for r in rules if r.scope == "job" and config.is_selected(r)]
+    ctx = JobContext(members, config) if members else None
+    findings: list[Finding] = []
+    skipped: dict[str, str] = {}
+    for rule_cls in selected:
+        rule = rule_cls(config.options_for(rule_cls))
+        why = "no rank could be analysed" if ctx is None else rule.applicable(ctx)
+        if why:
+            skipped[rule_cls.id] = why
+            continue
+        findings += list(rule.check(ctx))
+    findings, suppressed = _accepted(findings, config)
+    return findings, [rule_info(r) for r in selected], skipped, suppressed, ctx
 
 
-__all__ = ["lint", "run_rules", "TracelintError"]
+__all__ = ["run_rules", "run_job_rules", "rule_info", "applicable"]

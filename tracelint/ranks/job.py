@@ -13,7 +13,6 @@ job and left out of the cross-rank analysis.
 """
 from __future__ import annotations
 
-import dataclasses
 import glob as globmod
 import gzip
 import os
@@ -23,9 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..engine.config import Config
-from ..errors import ConfigError, TraceFormatError, TracelintError
+from ..errors import TraceFormatError, TracelintError
 from .report import JobReport
-from .rules import CrossRankRule, JobContext, cross_rank_rules
 from .summary import RankSummary, is_url, rank_from_name, summarize_source
 
 #: Files taken from a folder when their content says they are traces.
@@ -140,35 +138,17 @@ def _dedupe(sources: list[str]) -> tuple[list[str], list[str]]:
 
 
 # ----- configuration ----------------------------------------------------------------------------
-def split_config(config: Config | None) -> tuple[Config, Config]:
-    """(per-rank config, cross-rank config): selectors, options and severities for TL2xx rules
-    go to the cross-rank step, the rest to the per-trace rules. Validates both."""
-    from ..engine.registry import all_rules, matches
+def check_config(config: Config | None) -> Config:
+    """The job's config, validated against every rule of both scopes: one config serves the
+    per-rank step (trace-scope rules) and the cross-rank step (job-scope rules)."""
+    from ..api import available_rules
     config = config or Config()
-    per_rules = all_rules(config.rules_dirs)
-    cross = cross_rank_rules()
-    for sel in (*config.select, *config.ignore):
-        if not any(matches(r, sel) for r in (*per_rules, *cross)):
-            raise ConfigError(f"unknown rule selector {sel!r} (see `tracelint rules`)")
-    cross_keys = {r.id for r in cross} | {r.slug for r in cross}
-    per_keys = {r.id for r in per_rules} | {r.slug for r in per_rules}
-    for key in config.options:
-        if key not in cross_keys and key not in per_keys:
-            raise ConfigError(f"options given for unknown rule {key!r}")
-
-    def only(sels, rules):
-        return [s for s in sels if any(matches(r, s) for r in rules)]
-    per = dataclasses.replace(config, select=only(config.select, per_rules),
-                              ignore=only(config.ignore, per_rules),
-                              options={k: v for k, v in config.options.items() if k not in cross_keys})
-    crossc = dataclasses.replace(config, select=only(config.select, cross),
-                                 ignore=only(config.ignore, cross),
-                                 options={k: v for k, v in config.options.items() if k in cross_keys},
-                                 rules_dirs=[])
-    per.validate(per_rules)
-    for r in cross:
-        crossc.options_for(r)
-    return per, crossc
+    rules = available_rules(config)
+    config.validate(rules)
+    for rule in rules:                      # option names and types, before any rank is read
+        if rule.id in config.options or rule.slug in config.options:
+            config.options_for(rule)
+    return config
 
 
 # ----- execution: the map step ------------------------------------------------------------------
@@ -341,29 +321,6 @@ def group_job(summaries: list[RankSummary]) -> tuple[list[RankSummary], list[dic
     return job, excluded, notes
 
 
-def run_cross_rank(members: list[RankSummary], config: Config | None,
-                   rules: list[type[CrossRankRule]] | None = None):
-    """(findings, rule infos, skipped, suppressed, JobContext) over the job's summaries."""
-    from ..engine.baseline import apply_baseline, read_baseline
-    from ..engine.runner import rule_info
-    config = config or Config()
-    rules = rules if rules is not None else cross_rank_rules()
-    selected = [r for r in rules if config.is_selected(r)]
-    ctx = JobContext(members, config) if members else None
-    findings, skipped = [], {}
-    for rule_cls in selected:
-        rule = rule_cls(config.options_for(rule_cls))
-        why = "no rank could be analysed" if ctx is None else rule.applicable(ctx)
-        if why:
-            skipped[rule_cls.id] = why
-            continue
-        findings += list(rule.check(ctx))
-    suppressed = 0
-    if config.baseline and findings:
-        findings, suppressed = apply_baseline(findings, read_baseline(config.baseline))
-    return findings, [rule_info(r) for r in selected], skipped, suppressed, ctx
-
-
 def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | None = None,
              dask_address: Any = None, progress: bool | Progress = False) -> JobReport:
     """Lint the traces of one distributed job: per-rank findings plus cross-rank findings.
@@ -375,15 +332,16 @@ def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | Non
     only), or a callback(done, total, label).
     """
     t0 = time.perf_counter()
-    per_cfg, cross_cfg = split_config(config)
+    from ..api import lint_job_rules
+    config = check_config(config)
     sources, notes = discover(paths)
     with _progress_bar(progress, len(sources)) as cb:
-        summaries, execution = run_map(sources, per_cfg, jobs, dask_address, cb)
+        summaries, execution = run_map(sources, config, jobs, dask_address, cb)
     t_map = time.perf_counter() - t0
     failed = [s for s in summaries if not s.ok]
     members, excluded, group_notes = group_job(summaries)
     t1 = time.perf_counter()
-    findings, infos, skipped, suppressed, ctx = run_cross_rank(members, cross_cfg)
+    findings, infos, skipped, suppressed, ctx = lint_job_rules(members, config)
     world = max([s.world_size or 0 for s in members] + [0]) or None
     if world and members and len(members) < world:
         group_notes.append(f"{len(members)} of {world} ranks present: cross-rank figures describe these "
@@ -394,36 +352,6 @@ def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | Non
                      world_size=world, notes=notes + group_notes, execution=execution,
                      elapsed_s={"map": t_map, "reduce": t_end - t1, "total": t_end - t0},
                      context=ctx)
-
-
-def lint_job_command(traces: Sequence[str], config: Config, fmt: str = "terminal",
-                     output: str | None = None, jobs: int | None = None, dask: str | None = None,
-                     write_baseline: str | None = None, ncu: str | None = None,
-                     annotate: str | None = None, quiet: bool = False, verbose: bool = False,
-                     no_scrub: bool = False, scrub_paths: bool = False) -> int:
-    """What `tracelint lint` does for a job (a folder, several files, a glob or a URL): run,
-    scrub, render to stdout or --output, write the baseline; returns the exit code."""
-    from ..cli.common import emit, stderr
-    from .report import render_job, render_job_text, scrub_job_report
-    fmt = getattr(fmt, "value", fmt)
-    if ncu or annotate:
-        raise TracelintError("--ncu and --annotate apply to one trace; lint the rank's file alone")
-    report = lint_job(traces, config, jobs=jobs, dask_address=dask,
-                      progress=fmt == "terminal" and not quiet)
-    if not report.ranks:
-        why = "; ".join(f"{s.label}: {s.error}" for s in report.failed[:3])
-        raise TracelintError(f"no rank could be analysed ({why})" if why else "no rank could be analysed")
-    if write_baseline:
-        n = report.write_baseline(write_baseline)
-        stderr.print(f"baseline: {n} finding(s) accepted into {write_baseline}")
-    if not no_scrub:
-        scrub_job_report(report, paths=scrub_paths)
-    text = render_job(report, fmt, verbose=verbose, quiet=quiet)
-    if text is not None:
-        emit(text, output)
-    elif output:
-        emit(render_job_text(report, verbose=verbose, quiet=quiet), output)
-    return report.exit_code(config.fail_on)
 
 
 class _progress_bar:
@@ -461,4 +389,4 @@ class _progress_bar:
             self.bar.stop()
 
 
-__all__ = ["lint_job", "lint_job_command", "is_job_input", "discover", "run_map", "group_job", "run_cross_rank", "split_config"]
+__all__ = ["lint_job", "is_job_input", "discover", "run_map", "group_job", "check_config"]

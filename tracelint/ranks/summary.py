@@ -347,9 +347,9 @@ def summarize_timeline(tl, source: str = "", config=None, run_rules: bool = True
     _tables(tl, ctx, s)
     s.timing_s["summary"] = time.perf_counter() - t0
     if run_rules:
-        from ..engine.runner import run_rules as run
+        from ..api import lint
         t1 = time.perf_counter()
-        report = run(tl, config)
+        report = lint(tl, config, match_cases=False)
         s.findings = []
         for f in report.sorted_findings():
             d = f.to_dict()
