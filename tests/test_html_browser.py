@@ -36,7 +36,8 @@ def test_html_report_in_chromium(tmp_path):
     sync_playwright = _browser_or_skip()
     report = make_report(n_findings=230)           # > 200: cards plus the compact table
     html_path = tmp_path / "report.html"
-    html_path.write_text(report.to_html(), encoding="utf-8")
+    from tracelint.reporters.html import render_html
+    html_path.write_text(render_html(report), encoding="utf-8")
     ARTIFACTS.mkdir(exist_ok=True)
 
     requests, errors, dialogs = [], [], []

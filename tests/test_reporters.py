@@ -11,6 +11,9 @@ from rich.console import Console
 
 from tracelint.engine.finding import Evidence, Finding, Layer, Measure, Severity, Where
 from tracelint.engine.report import Report, RuleInfo
+from tracelint.reporters.html import render_html
+
+from conftest import TRACES
 from tracelint.timeline.model import Device, Meta, Timeline
 from tracelint.timeline.schema import make_table
 
@@ -252,7 +255,7 @@ def test_markdown_no_findings():
 # ----- HTML ----------------------------------------------------------------------------------
 def test_html_self_contained_and_escaped():
     r = make_report()
-    html = r.to_html()
+    html = render_html(r)
     assert html.startswith("<!DOCTYPE html>")
     assert re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I) is None
     assert "<script" not in html.lower()
@@ -271,14 +274,14 @@ def test_html_self_contained_and_escaped():
 
 def test_html_caps_cards_and_lists_the_rest():
     r = make_report(260)
-    html = r.to_html()
+    html = render_html(r)
     assert html.count('<article class="card') == 200
     assert 'id="finding-201"' in html and 'id="finding-260"' in html
     assert "More findings (60" in html
 
 
 def test_html_no_gpu_activity():
-    html = empty_report().to_html()
+    html = render_html(empty_report())
     assert "No GPU activity in this trace" in html
     assert "No findings." in html
     assert "svg class=\"strip\"" not in html
@@ -301,7 +304,7 @@ def test_html_scales_to_a_million_events():
     tl = make_timeline(n_kernels=1_000_000, steps=3000)
     r = make_report(3000, tl)
     t0 = time.perf_counter()
-    html = r.to_html()
+    html = render_html(r)
     elapsed = time.perf_counter() - t0
     assert html.count('<article class="card') == 200
     assert len(html) < 6_000_000
@@ -499,7 +502,7 @@ def test_annotated_trace_round_trips_through_kineto_importer(tmp_path):
         assert cats.get("tracelint") == 12
 
 
-REAL_TRACES = [REPO.parent / "shared" / "traces" / p for p in (
+REAL_TRACES = [TRACES / p for p in (
     "torch/hta_alexnet_a100.json.gz",                    # CUDA, syncs, steps
     "torch/hta_mi250_minitoy_rocm62.json.gz",            # ROCm names and string args
     "torch/tracelens_h100_bert_small_inference.json.gz",  # python_function frames
@@ -511,7 +514,7 @@ REAL_TRACES = [REPO.parent / "shared" / "traces" / p for p in (
 def test_annotated_real_trace_round_trips(tmp_path, path):
     import tracelint
     if not path.exists():
-        pytest.skip(f"{path} not present (../shared/traces)")
+        pytest.skip(f"real trace not present: {path.name}")
     from tracelint.reporters.annotate import write_annotated_trace
     tl0 = tracelint.load(path)
     f = make_finding(0, tl0)

@@ -651,7 +651,7 @@ def lint_fingerprints(tl: Timeline, config=None) -> tuple[dict[str, dict[str, st
     """Fingerprints of the findings of the default lint run ({fp: {rule, key}}), or
     (None, why) when linting failed."""
     try:
-        from ..engine.runner import lint
+        from ..api import lint
         rep = lint(tl, config)
     except Exception as exc:  # a broken rule must not break a diff
         return None, f"{type(exc).__name__}: {exc}"

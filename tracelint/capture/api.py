@@ -79,7 +79,7 @@ class Profile:
 
     def report(self, **kw):
         """Lint the captured trace; returns a tracelint Report."""
-        from ..engine.runner import lint
+        from ..api import lint
         return lint(self.out, **kw)
 
 

@@ -111,7 +111,6 @@ def capture(
     stderr.print(f"trace written: {trace}")
     if not lint_after:
         return
-    from .lint import Format, lint as lint_cmd
-    lint_cmd([str(trace)], fmt=Format(fmt), select=select, output=None, ignore=None, config=None, rules_dir=None,
-             fail_on=None, baseline=None, write_baseline=None, ncu=None, annotate=None, quiet=False,
-             verbose=False, no_scrub=False, scrub_paths=False, jobs=None, dask=None)
+    from .lint import Format, build_config, lint_and_report
+    raise typer.Exit(lint_and_report([str(trace)], build_config(None, select, None, None, None, None),
+                                     Format(fmt)))

@@ -5,10 +5,8 @@ from enum import Enum
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-
 from ..engine.config import Config, load_config
-from ..engine.finding import Severity
+from ..errors import TracelintError
 from .app import app
 from .common import emit, load_trace, stderr
 
@@ -38,33 +36,6 @@ def build_config(config: str | None, select: list[str] | None, ignore: list[str]
     return cfg
 
 
-def exit_code(findings, fail_on: str) -> int:
-    if fail_on == "never":
-        return 0
-    threshold = Severity(fail_on).rank
-    return 1 if any(f.severity.rank >= threshold for f in findings) else 0
-
-
-def render(report, fmt: Format, verbose: bool = False, quiet: bool = False) -> str | None:
-    """Render to text; terminal output goes straight to the console (returns None)."""
-    if fmt is Format.terminal:
-        from ..reporters.terminal import render_terminal
-        render_terminal(report, Console(), verbose=verbose, quiet=quiet)
-        return None
-    if fmt is Format.json:
-        from ..reporters.json_report import render_json
-        return render_json(report)
-    if fmt is Format.html:
-        from ..reporters.html import render_html
-        return render_html(report)
-    if fmt is Format.sarif:
-        import json
-        from ..reporters.sarif import render_sarif
-        return json.dumps(render_sarif(report), indent=1)
-    from ..reporters.markdown import render_markdown
-    return render_markdown(report)
-
-
 @app.command()
 def lint(
     traces: Annotated[list[str], typer.Argument(help="Trace file, or several files / a folder / a glob / an fsspec URL of one job's ranks (nsys .sqlite, Kineto .json/.json.gz, .nsys-rep)")],
@@ -87,34 +58,53 @@ def lint(
     dask: Annotated[Optional[str], typer.Option("--dask", help="Run the per-rank work on this Dask scheduler (tcp://host:8786); the workers read the traces (shared path or fsspec URL).")] = None,
 ):
     """Lint a trace for performance anti-patterns."""
-    from ..engine.baseline import write_baseline as save_baseline
-    from ..engine.runner import lint as run_lint
     cfg = build_config(config, select, ignore, rules_dir, fail_on, baseline)
-    from ..ranks.job import is_job_input, lint_job_command
-    if dask or is_job_input(traces):
-        raise typer.Exit(lint_job_command(
-            traces, cfg, fmt.value, output=output, jobs=jobs, dask=dask, write_baseline=write_baseline,
-            ncu=ncu, annotate=annotate, quiet=quiet, verbose=verbose, no_scrub=no_scrub,
-            scrub_paths=scrub_paths))
-    trace = traces[0]
-    tl = load_trace(trace, progress=fmt is Format.terminal and not quiet)
-    report = run_lint(tl, cfg, ncu=ncu)
-    report.source = trace
+    raise typer.Exit(lint_and_report(
+        traces, cfg, fmt, output=output, write_baseline=write_baseline, ncu=ncu, annotate=annotate,
+        quiet=quiet, verbose=verbose, no_scrub=no_scrub, scrub_paths=scrub_paths, jobs=jobs, dask=dask))
+
+
+def lint_and_report(traces: list[str], cfg: Config, fmt: Format = Format.terminal, *,
+                    output: str | None = None, write_baseline: str | None = None,
+                    ncu: str | None = None, annotate: str | None = None, quiet: bool = False,
+                    verbose: bool = False, no_scrub: bool = False, scrub_paths: bool = False,
+                    jobs: int | None = None, dask: str | None = None) -> int:
+    """What `tracelint lint` does after reading its options (also run by `capture`): lint,
+    accept findings into a baseline, scrub, render, write; returns the exit code."""
+    report = _run(traces, cfg, fmt, ncu=ncu, annotate=annotate, quiet=quiet, jobs=jobs, dask=dask)
     if write_baseline:
-        save_baseline(write_baseline, report.findings)
-        stderr.print(f"baseline: {len(report.findings)} finding(s) accepted into {write_baseline}")
+        n = report.write_baseline(write_baseline)
+        stderr.print(f"baseline: {n} finding(s) accepted into {write_baseline}")
     if not no_scrub:
+        from ..ranks.report import JobReport, scrub_job_report
         from ..secrets import scrub_report
-        scrub_report(report, paths=scrub_paths)
+        (scrub_job_report if isinstance(report, JobReport) else scrub_report)(report, paths=scrub_paths)
+    from ..reporters import render, render_text
     text = render(report, fmt, verbose=verbose, quiet=quiet)
     if text is not None:
         emit(text, output)
     elif output:
-        from ..reporters.terminal import render_terminal
-        rec = Console(record=True, width=120, color_system=None, file=open("/dev/null", "w"))
-        render_terminal(report, rec, verbose=verbose, quiet=quiet)
-        emit(rec.export_text(), output)
+        emit(render_text(report, verbose=verbose, quiet=quiet), output)
     if annotate:
         from ..reporters.annotate import write_annotated_trace
         write_annotated_trace(report, annotate)
-    raise typer.Exit(exit_code(report.findings, cfg.fail_on))
+    return report.exit_code(cfg.fail_on)
+
+
+def _run(traces: list[str], cfg: Config, fmt: Format, ncu: str | None, annotate: str | None,
+         quiet: bool, jobs: int | None, dask: str | None):
+    """One trace -> its Report; several ranks of a job -> the JobReport."""
+    from ..ranks.job import is_job_input, lint_job
+    progress = fmt is Format.terminal and not quiet
+    if dask or is_job_input(traces):
+        if ncu or annotate:
+            raise TracelintError("--ncu and --annotate apply to one trace; lint the rank's file alone")
+        report = lint_job(traces, cfg, jobs=jobs, dask_address=dask, progress=progress)
+        if not report.ranks:
+            why = "; ".join(f"{s.label}: {s.error}" for s in report.failed[:3])
+            raise TracelintError(f"no rank could be analysed ({why})" if why else "no rank could be analysed")
+        return report
+    from ..api import lint as run_lint
+    report = run_lint(load_trace(traces[0], progress=progress), cfg, ncu=ncu)
+    report.source = traces[0]
+    return report

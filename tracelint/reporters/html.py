@@ -8,10 +8,8 @@ million events and thousands of findings still renders to a page a browser opens
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
 import pandas as pd
 from markupsafe import Markup
@@ -23,24 +21,12 @@ from ..timeline import intervals
 from . import svg
 from .fmt import (STATUS_MARK, STATUS_WORDS, clean, fact_label, finding_windows, fmt_count,
                   fmt_measure, fmt_ms, fmt_ns, fmt_share, trace_origin, where_parts)
+from .templating import environment
 
-TEMPLATES = Path(__file__).parent / "templates"
 MAX_CARDS = 200          # findings rendered as full cards; the rest go to a compact table
 MAX_ROWS = 5000          # compact-table rows; beyond that the JSON report has them
 MAX_MARKS = 400          # finding windows drawn per device strip
 COLUMNS = 1000           # pixel columns of a device strip
-
-_env: jinja2.Environment | None = None
-
-
-def _environment() -> jinja2.Environment:
-    global _env
-    if _env is None:
-        _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                                  autoescape=True, trim_blocks=True, lstrip_blocks=True,
-                                  undefined=jinja2.StrictUndefined)
-    return _env
-
 
 def busy_columns(tl, device: int, t0: int, t1: int, columns: int = COLUMNS) -> np.ndarray:
     """Busy share of each of `columns` equal slices of [t0, t1] on one device (vectorised).
@@ -228,4 +214,4 @@ def render_html(report: Report, max_cards: int = MAX_CARDS, max_rows: int = MAX_
                    "skipped": report.skipped.get(r.id)} for r in report.rules],
         "skipped": sorted(report.skipped.items()),
     }
-    return _environment().get_template("report.html.j2").render(**ctx)
+    return environment().get_template("report.html.j2").render(**ctx)
