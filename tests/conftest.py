@@ -1,7 +1,14 @@
-"""Shared test helpers: where the real traces are (read from ../shared, never copied)."""
+"""Shared test helpers: where the real traces are, and the CLI runner.
+
+Real traces come from, in order: $TRACELINT_TRACES (a folder with nsys/ and torch/), the shared
+collection beside the checkout (../shared/traces), or the redistributable subset bundled in
+fixtures/real/ so that a fresh clone runs the real-trace tests too. Tests that need a trace the
+chosen folder lacks skip, and the summary says so in one loud line.
+"""
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,13 +17,49 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-TORCH_TRACES = sorted((SHARED / "traces" / "torch").glob("*.json.gz"))
-NSYS_TRACES = sorted((SHARED / "traces" / "nsys").glob("*.sqlite"))
+BUNDLED = REPO / "fixtures" / "real"
+
+
+def _traces_root() -> Path:
+    env = os.environ.get("TRACELINT_TRACES")
+    if env:
+        return Path(env)
+    if (SHARED / "traces" / "torch").is_dir():
+        return SHARED / "traces"
+    return BUNDLED
+
+
+#: The folder of real traces this run reads: nsys/*.sqlite and torch/*.json.gz.
+TRACES = _traces_root()
+TORCH_TRACES = sorted((TRACES / "torch").glob("*.json.gz"))
+NSYS_TRACES = sorted((TRACES / "nsys").glob("*.sqlite"))
 ALL_TRACES = TORCH_TRACES + NSYS_TRACES
+MISSING_TRACE = "real trace not present"
 
 
 def needs_shared():
-    return pytest.mark.skipif(not ALL_TRACES, reason="../shared/traces not present")
+    return pytest.mark.skipif(not ALL_TRACES, reason=f"{MISSING_TRACE}: no traces in {TRACES}")
+
+
+def trace_or_skip(path: Path) -> Path:
+    """The path, or skip the test with the reason the summary counts."""
+    if not Path(path).exists():
+        pytest.skip(f"{MISSING_TRACE}: {Path(path).name}")
+    return Path(path)
+
+
+def pytest_report_header(config):
+    return f"real traces: {TRACES} ({len(TORCH_TRACES)} Kineto, {len(NSYS_TRACES)} nsys)"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One loud line when tests skipped for want of a real trace (a clone without ../shared)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    n = sum(1 for rep in skipped if MISSING_TRACE in str(getattr(rep, "longrepr", "")))
+    if n:
+        terminalreporter.write_line(
+            f"!!! {n} test(s) skipped: real traces missing from {TRACES}; put the shared "
+            "collection at ../shared/traces or point TRACELINT_TRACES at it", red=True, bold=True)
 
 
 def md5(path: Path) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import tracelint
-from conftest import SHARED
+from conftest import TRACES
 from tracelint.timeline.classify import api_role, kernel_class, strip_api_version, sync_kind
 
 CASES = {
@@ -43,9 +43,9 @@ def test_api_roles_cuda_driver_hip():
 
 @pytest.mark.parametrize("name", ["hta_nccl_a100_rank0of2.json.gz", "tracelens_mi300x_resnet_actckpt_rank0of8.json.gz"])
 def test_communication_on_real_traces(name):
-    path = SHARED / "traces" / "torch" / name
+    path = TRACES / "torch" / name
     if not path.exists():
-        pytest.skip("shared traces not present")
+        pytest.skip("real trace not present")
     tl = tracelint.load(path)
     names = tl.kernels["name"].astype(str)
     is_comm = tl.kernel_class == "communication"

@@ -10,7 +10,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from conftest import SHARED, run_cli
+from conftest import TRACES, run_cli
 from tracelint.analysis import (GatePolicy, compare, diff_profiles, make_baseline, noise_band,
                                 normalise_kernel_name, normalise_range_name, profile, run_gate)
 from tracelint.analysis.buckets import cold_prefix, parse_request_range
@@ -24,9 +24,9 @@ ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor
 FLASH = "void flash_fwd_kernel<Flash_fwd_traits<128, 64>, true>(Flash_fwd_params)"
 KERNELS = [(GEMM, 1_000_000), (ADD, 200_000), (FLASH, 500_000)]
 
-HTA = SHARED / "traces" / "torch" / "hta_v100_rank0of1.pt.trace.json.gz"
-NSYS = SHARED / "traces" / "nsys" / "nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite"
-needs = lambda p: pytest.mark.skipif(not p.exists(), reason=f"{p.name} not in ../shared")  # noqa: E731
+HTA = TRACES / "torch" / "hta_v100_rank0of1.pt.trace.json.gz"
+NSYS = TRACES / "nsys" / "nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite"
+needs = lambda p: pytest.mark.skipif(not p.exists(), reason=f"real trace not present: {p.name}")  # noqa: E731
 
 
 def synth(steps, kernels=KERNELS, *, sync=False, extra=None, scale=1.0, source="synth",

@@ -16,9 +16,9 @@ import tracelint
 from tracelint.errors import TraceFormatError
 from tracelint.importers.kineto_json import load_kineto, us_to_ns
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-TRACES = sorted((SHARED / "traces" / "torch").glob("*.json.gz"))
-needs_traces = pytest.mark.skipif(not TRACES, reason="../shared/traces/torch not present")
+from conftest import TORCH_TRACES as TRACES, needs_shared
+
+needs_traces = needs_shared()
 by_name = pytest.mark.parametrize("path", TRACES, ids=[p.name.split(".")[0] for p in TRACES])
 
 RANGE_CATS = ("cpu_op", "Operator", "user_annotation", "gpu_user_annotation")

@@ -14,10 +14,10 @@ from tracelint.errors import TraceFormatError
 from tracelint.importers import nsys_sqlite
 from tracelint.importers.nsys_sqlite import load_nsys_sqlite
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-NSYS_DIR = SHARED / "traces" / "nsys"
-FILES = sorted(NSYS_DIR.glob("*.sqlite")) if NSYS_DIR.is_dir() else []
-needs_traces = pytest.mark.skipif(not FILES, reason="../shared/traces/nsys not present")
+from conftest import NSYS_TRACES as FILES, TRACES, needs_shared
+
+NSYS_DIR = TRACES / "nsys"
+needs_traces = needs_shared()
 
 #: Files where fewer than 95% of kernels can link to an API call, and why (PROVENANCE.md).
 LOW_LINKAGE = {"nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite":

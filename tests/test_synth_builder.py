@@ -6,7 +6,6 @@ import collections
 import gzip
 import importlib.util
 import json
-import os
 import re
 import sqlite3
 from decimal import Decimal
@@ -22,12 +21,8 @@ EXAMPLES = REPO / "fixtures" / "examples"
 
 
 def _shared_nsys_dir() -> Path | None:
-    candidates = [os.environ.get("TRACELINT_SHARED_TRACES", ""),
-                  REPO / "shared" / "traces", REPO.parent / "shared" / "traces"]
-    for c in candidates:
-        if c and (Path(c) / "nsys").is_dir():
-            return Path(c) / "nsys"
-    return None
+    from conftest import TRACES
+    return TRACES / "nsys" if (TRACES / "nsys").is_dir() else None
 
 
 NSYS_DIR = _shared_nsys_dir()
@@ -38,7 +33,7 @@ REF_NVTX = "nsys2023.1_memfusion-tensorrt-conv_rtx3090.sqlite"
 
 def _real(name: str) -> sqlite3.Connection:
     if NSYS_DIR is None or not (NSYS_DIR / name).exists():
-        pytest.skip(f"real export {name} not available")
+        pytest.skip(f"real trace not present: {name}")
     return sqlite3.connect(f"file:{NSYS_DIR / name}?mode=ro", uri=True)
 
 
