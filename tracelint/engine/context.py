@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..timeline import classify, intervals
 from ..timeline.model import Timeline
+from ..timeline.schema import GPU_ACTIVITY_TABLES
 from .finding import Evidence, Measure, Where
 
 if TYPE_CHECKING:
@@ -53,29 +54,7 @@ class Context:
     # ----- joins ---------------------------------------------------------------------------
     def launch_index(self, table: str) -> np.ndarray:
         """For each row of a GPU table, the api_calls row that launched it, or -1."""
-        return self._launch_index[table]
-
-    @cached_property
-    def _launch_index(self) -> dict[str, np.ndarray]:
-        out = {}
-        api = self.tl.api_calls
-        use_pid = self.tl.meta.format == "nsys-sqlite"
-        a_corr = api["correlation"].to_numpy()
-        a_key = (api["pid"].to_numpy() << 32) ^ a_corr if use_pid else a_corr
-        valid = a_corr >= 0
-        key_sorted_idx = np.flatnonzero(valid)[np.argsort(a_key[valid], kind="stable")]
-        keys_sorted = a_key[key_sorted_idx]
-        for table in ("kernels", "copies", "memsets"):
-            g = self.tl.table(table)
-            corr = g["correlation"].to_numpy()
-            g_key = (g["pid"].to_numpy() << 32) ^ corr if use_pid else corr
-            pos = np.searchsorted(keys_sorted, g_key)
-            pos_c = np.clip(pos, 0, max(len(keys_sorted) - 1, 0))
-            hit = (len(keys_sorted) > 0) & (corr >= 0)
-            if len(keys_sorted):
-                hit = hit & (keys_sorted[pos_c] == g_key)
-            out[table] = np.where(hit, key_sorted_idx[pos_c] if len(keys_sorted) else -1, -1)
-        return out
+        return self.tl.launch_index(table)
 
     @cached_property
     def activity_launch(self) -> np.ndarray:
@@ -83,7 +62,7 @@ class Context:
         act = self.tl.gpu_activity
         out = np.full(len(act), -1, dtype=np.int64)
         tables, rows = act["table"].to_numpy(), act["row"].to_numpy()
-        for table, idx in self._launch_index.items():
+        for table, idx in ((t, self.tl.launch_index(t)) for t in GPU_ACTIVITY_TABLES):
             sel = tables == table
             out[sel] = idx[rows[sel]]
         return out

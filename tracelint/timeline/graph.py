@@ -19,21 +19,9 @@ from .schema import GPU_ACTIVITY_TABLES
 
 
 def _launch_edges(tl, table: str) -> list[tuple]:
-    gpu = tl.table(table)
-    api = tl.api_calls
-    if len(gpu) == 0 or len(api) == 0:
-        return []
-    a = pd.DataFrame({"a": np.arange(len(api)), "pid": api["pid"].to_numpy(),
-                      "correlation": api["correlation"].to_numpy()})
-    a = a[a["correlation"] >= 0]
-    g = pd.DataFrame({"g": np.arange(len(gpu)), "pid": gpu["pid"].to_numpy(),
-                      "correlation": gpu["correlation"].to_numpy()})
-    g = g[g["correlation"] >= 0]
-    # Kineto GPU rows carry the device's pseudo-pid, not the host pid: join on correlation only.
-    keys = ["pid", "correlation"] if tl.meta.format == "nsys-sqlite" else ["correlation"]
-    m = g.merge(a.drop_duplicates(keys), on=keys, how="inner")
-    return [(("api_calls", int(x)), (table, int(y)), {"kind": "launch"})
-            for x, y in zip(m["a"].to_numpy(), m["g"].to_numpy())]
+    launch = tl.launch_index(table)
+    rows = np.flatnonzero(launch >= 0)
+    return [(("api_calls", int(launch[r])), (table, int(r)), {"kind": "launch"}) for r in rows]
 
 
 def _stream_edges(tl) -> list[tuple]:

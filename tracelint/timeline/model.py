@@ -166,20 +166,22 @@ class Timeline:
             "metrics": len(self.metrics), "python_frames": len(self.python_frames),
         }
 
+    def launch_index(self, table: str) -> np.ndarray:
+        """For each row of a GPU table (kernels, copies, memsets), the api_calls row that
+        launched it, or -1 (timeline.links)."""
+        return self._launch_index[table]
+
+    @cached_property
+    def _launch_index(self) -> dict[str, np.ndarray]:
+        from .links import launch_rows
+        per_process = self.meta.format == "nsys-sqlite"
+        return {t: launch_rows(self.api_calls, self.table(t), per_process) for t in GPU_ACTIVITY_TABLES}
+
     def correlation_resolved_fraction(self) -> float | None:
-        """Share of kernels whose correlation id matches a host API call (None: no kernels)."""
+        """Share of kernels linked to the host API call that launched them (None: no kernels)."""
         if len(self.kernels) == 0:
             return None
-        k = self.kernels
-        a = self.api_calls
-        if len(a) == 0:
-            return 0.0
-        key_k = k["correlation"].to_numpy()
-        key_a = a["correlation"].to_numpy()
-        if (k["pid"] >= 0).all() and (a["pid"] >= 0).all() and self.meta.format == "nsys-sqlite":
-            key_k = (k["pid"].to_numpy() << 32) ^ key_k
-            key_a = (a["pid"].to_numpy() << 32) ^ key_a
-        return float(np.isin(key_k, key_a[key_a >= 0]).mean())
+        return float((self.launch_index("kernels") >= 0).mean())
 
     def graph(self, **kwargs):
         """The networkx view (launch, nesting, stream order); see timeline.graph."""
