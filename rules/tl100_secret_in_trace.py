@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tracelint.engine.finding import Layer, Severity
 from tracelint.engine.rule import Rule
-from tracelint.secrets.scan import rule_findings
+from tracelint.secrets.scan import rule_findings, why_unscannable
 
 
 class SecretInTrace(Rule):
@@ -42,6 +42,9 @@ class SecretInTrace(Rule):
     groups = frozenset({"security"})
     layers = frozenset({Layer.SYSTEM})
     needs = frozenset()
+
+    def applicable(self, ctx) -> str | None:
+        return why_unscannable(ctx.tl)
 
     def check(self, ctx):
         yield from rule_findings(self, ctx, "secret")

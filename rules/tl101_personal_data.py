@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tracelint.engine.finding import Layer, Severity
 from tracelint.engine.rule import Rule
-from tracelint.secrets.scan import rule_findings
+from tracelint.secrets.scan import rule_findings, why_unscannable
 
 
 class PersonalDataInTrace(Rule):
@@ -32,6 +32,9 @@ class PersonalDataInTrace(Rule):
     groups = frozenset({"security", "privacy"})
     layers = frozenset({Layer.SYSTEM})
     needs = frozenset()
+
+    def applicable(self, ctx) -> str | None:
+        return why_unscannable(ctx.tl)
 
     def check(self, ctx):
         yield from rule_findings(self, ctx, "personal", by_container=False)

@@ -420,7 +420,9 @@ def test_rule_skips_without_a_file():
     tl.meta.source = "/nonexistent/trace.sqlite"
     rules = [r for r in available_rules() if r.id in ("TL100", "TL101")]
     report = run_rules(tl, rules)
-    assert report.findings == [] and report.skipped == {}
+    assert report.findings == []
+    assert set(report.skipped) == {"TL100", "TL101"}
+    assert all("redact --check" in why for why in report.skipped.values())
 
 
 # ---------------------------------------------------------------------------------------------

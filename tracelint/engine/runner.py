@@ -63,6 +63,10 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
             continue
         t0 = time.perf_counter()
         rule = rule_cls(config.options_for(rule_cls))
+        why = rule.applicable(ctx)
+        if why:
+            skipped[rule_cls.id] = why
+            continue
         findings += list(rule.check(ctx))
         elapsed[rule_cls.id] = time.perf_counter() - t0
     findings, suppressed = _accepted(findings, config)

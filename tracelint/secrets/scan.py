@@ -583,6 +583,15 @@ def _listing(items: list[str], total: int, limit: int = 6) -> str:
     return ", ".join(shown) + (f" and {more} more" if more else "")
 
 
+def why_unscannable(tl) -> str | None:
+    """None when the trace's own file can be scanned, else why not (the rule is skipped)."""
+    if not is_file(tl.meta.source):
+        return ("the trace was not loaded from a file that can be read again (an in-memory "
+                "Timeline, or a .nsys-rep exported to a temporary SQLite file): scan the "
+                "file itself with `tracelint redact --check FILE`")
+    return None
+
+
 def rule_findings(rule, ctx, category: str, by_container: bool = True):
     """One finding per (kind, container) group (per kind with by_container=False) of the
     trace file's hits of `category`.
