@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, int]] = [
     ("tracelint.whatif", 4),
     ("tracelint.rules", 5), ("tracelint.synth.scenarios", 5),   # scenarios name rules and configs
     ("tracelint.cases.model", 6), ("tracelint.cases.excerpt", 6), ("tracelint.cases.match", 6),
-    ("tracelint.cases.library", 6),
+    ("tracelint.cases.library", 6), ("tracelint.cases.preconditions", 6), ("tracelint.cases.yaml_style", 6),
     ("tracelint.api", 7),
     ("tracelint.reporters", 8), ("tracelint.analysis", 8), ("tracelint.cases", 8),
     ("tracelint.ranks", 8), ("tracelint.capture", 8),

@@ -17,6 +17,7 @@ from .model import (ID_RE, TODO, Case, CaseError, Excerpt, Expected, Metric, Rol
 from .check import lint_excerpt
 from .library import forget_library
 from .match import gpu_family
+from .preconditions import Preconditions
 
 
 # ----- adding -------------------------------------------------------------------------------
@@ -142,7 +143,7 @@ def create_case(trace: str | Path, library: str | Path, *, finding=None, timelin
                 tags: dict[str, str] | None = None, extra_metrics: list | None = None,
                 rollback=None, provenance: dict | None = None, rules_dirs: list[str] | None = None,
                 limit: int = SIZE_LIMIT_BYTES, force: bool = False, header: str | None = None,
-                expect_where: Iterable[str] = ()) -> Added:
+                expect_where: Iterable[str] = (), applies_when=None) -> Added:
     """Cut an excerpt of `trace` that reproduces a finding and save it as a new case.
 
     Either `finding` (a Finding of `trace`, with `timeline` its Timeline) or `rule` + `window`
@@ -252,7 +253,8 @@ def create_case(trace: str | Path, library: str | Path, *, finding=None, timelin
             counter_example=fields.get("counter_example") or f"{TODO}: when the same change is right.{hint_ce}",
             rollback=rollback, tags=all_tags,
             excerpt=Excerpt(out.name, fmt, (int(w[0]), int(w[1])), int(info.context_ns)),
-            expected=[expected_from(ex_f, where_keys=expect_where)], provenance=prov)
+            expected=[expected_from(ex_f, where_keys=expect_where)], provenance=prov,
+            applies_when=applies_when if applies_when is not None else default_preconditions(tl, src_f))
         save_case(case, tmpdir, header=header)
         dest = library / cid
         if dest.exists():
@@ -269,6 +271,18 @@ def create_case(trace: str | Path, library: str | Path, *, finding=None, timelin
     finally:
         if tmpdir.exists():
             shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def default_preconditions(tl, f) -> Preconditions:
+    """What a new case requires of a trace, from the trace it was cut from: its device class,
+    vendor and workload kind, and the finding's lead share at least half what it is here."""
+    from .match import trace_context
+    ctx = trace_context(tl)
+    lead = next((m for m in prefill_metrics(f) if m.unit == "ratio" and m.value > 0), None)
+    return Preconditions(device=ctx["device"],
+                         vendor=ctx["vendor"] if ctx["vendor"] != "unknown" else "any",
+                         workload=(ctx["workload"],),
+                         metrics={lead.name: (round(lead.value / 2, 4), None)} if lead else {})
 
 
 def _md5(path: Path) -> str:

@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from .model import (Case)
+from .model import Case
 
 from .library import default_libraries, load_libraries
+from .preconditions import Preconditions
 
 #: How many resembling cases a finding lists, and the least similarity worth listing.
 TOP_CASES = 3
@@ -140,10 +141,49 @@ def similarity(f, case: Case, ctx: dict[str, str] | None = None) -> float:
     return round(0.7 * metric + 0.3 * context, 3)
 
 
-def case_entry(case: Case, sim: float) -> dict[str, Any]:
+def case_entry(case: Case, sim: float, why: list[str] | None = None) -> dict[str, Any]:
     return {"id": case.id, "title": case.title, "fix": case.fix,
             "counter_example": case.counter_example, "similarity": sim,
-            "rollback": case.rollback.describe()}
+            "rollback": case.rollback.describe(), "label": case.label,
+            "why": list(why or [])}
+
+
+# ----- preconditions ------------------------------------------------------------------------
+def trace_context(timeline) -> dict[str, str]:
+    """What the trace as a whole is: device class, vendor, workload kind (timeline.classify)."""
+    from ..timeline.classify import vendor, workload_kind
+    if timeline is None:
+        return {}
+    names: list[str] = []
+    for table in ("ranges", "kernels", "api_calls"):
+        df = timeline.table(table)
+        if len(df) and "name" in df:
+            col = df["name"]
+            names += [str(x) for x in (col.cat.categories if hasattr(col, "cat") else col.unique())]
+    devices = [d.name for d in timeline.meta.devices if d.name]
+    return {"device": "gpu" if timeline.has_gpu_activity else "cpu",
+            "vendor": vendor(devices + names), "workload": workload_kind(names)}
+
+
+def _workload_from_tag(text: str) -> tuple[str, ...]:
+    t = text.lower()
+    if "train" in t or "backward" in t or "optimizer" in t or "fine-tun" in t or "finetun" in t:
+        return ("training",)
+    if any(w in t for w in ("prefill", "decode", "serving", "ttft", "tpot", "vllm")):
+        return ("serving", "inference")
+    if "inference" in t:
+        return ("inference", "serving")
+    return ()
+
+
+def preconditions(case: Case) -> Preconditions:
+    """The case's applies_when; for a case that declares none, what its tags imply: a GPU
+    model in tags.hardware means a GPU trace, tags.workload a workload kind."""
+    pre = case.applies_when
+    if pre.device != "any" or pre.workload or pre.metrics or pre.vendor != "any":
+        return pre
+    device = "gpu" if gpu_family(case.tags.get("hardware")) else "any"
+    return Preconditions(device=device, workload=_workload_from_tag(case.tags.get("workload", "")))
 
 
 def match_findings(findings, libraries: Iterable[str | Path] | None = None, timeline=None,
@@ -156,16 +196,24 @@ def match_findings(findings, libraries: Iterable[str | Path] | None = None, time
     for c in cases:
         for r in c.rules:
             by_rule.setdefault(r, []).append(c)
+    trace = trace_context(timeline)
     for f in findings:
         cands = by_rule.get(f.rule)
         if not cands:
             continue
         ctx = finding_context(f, timeline)
-        scored = [(similarity(f, c, ctx), c) for c in cands]
-        scored = [(s, c) for s, c in scored if s >= min_similarity]
+        scored = []
+        for c in cands:
+            ok, why = preconditions(c).check(trace, lambda name: finding_value(f, name))
+            if not ok:
+                continue
+            s = similarity(f, c, ctx)
+            if s >= min_similarity:
+                scored.append((s, c, [f"same rule {f.rule}", *why]))
         scored.sort(key=lambda sc: (-sc[0], sc[1].id))
         seen = {c.get("id") for c in f.cases}
-        f.cases = list(f.cases) + [case_entry(c, s) for s, c in scored[:top] if c.id not in seen]
+        f.cases = list(f.cases) + [case_entry(c, s, why) for s, c, why in scored[:top]
+                                   if c.id not in seen]
         f.cases = f.cases[:top]
 
 

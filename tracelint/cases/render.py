@@ -41,7 +41,7 @@ def render_case(case: Case, rule_names: dict[str, str] | None = None, excerpt_by
     rules = ", ".join(f"`{names.get(r, r)}`" for r in case.rules)
     tags = " · ".join(f"{k}: {_cell(v)}" for k, v in case.tags.items())
     out = [f"# {case.title}", "",
-           f"`{case.id}` · judged by {rules}", "", f"*{tags}*", "",
+           f"`{case.id}` · judged by {rules} · **{case.label}**", "", f"*{tags}*", "",
            "## Symptom", "", _para(case.symptom), "",
            "## Key metrics", "",
            "| metric | value | before | unit | source | note |",
@@ -70,6 +70,12 @@ def render_case(case: Case, rule_names: dict[str, str] | None = None, excerpt_by
             f"{k} in [{'' if lo is None else _num(lo)}, {'' if hi is None else _num(hi)}]"
             for k, (lo, hi) in e.metrics.items())
         out.append(f"- `{names.get(e.rule, e.rule)}`" + (f" with {rng}" if rng else ""))
+    pre = case.applies_when.to_dict()
+    if pre != {"device": "any"}:
+        out += ["", "## Applies when", "",
+                "; ".join(f"{k}: {v}" for k, v in pre.items() if k != "metrics")
+                + "".join(f"; {k} in [{r.get('min', '')}, {r.get('max', '')}]"
+                          for k, r in pre.get("metrics", {}).items())]
     out += ["", "## Provenance", "", _cell(case.provenance_line()), ""]
     return "\n".join(out)
 
@@ -80,11 +86,11 @@ def render_index(cases: list[Case], rule_names: dict[str, str] | None = None) ->
            "Performance failures written down with their evidence, fix, counter-example and "
            "rollback trigger; each replays from a small trace excerpt (`tracelint case check`). "
            "The format: [docs/cases.md](../cases.md).", "",
-           "| case | rules | title | hardware | workload |", "|---|---|---|---|---|"]
+           "| case | rules | title | hardware | workload | evidence |", "|---|---|---|---|---|---|"]
     for c in sorted(cases, key=lambda c: (c.rules[0], c.id)):
         out.append(f"| [{c.id}]({c.id}.md) | {', '.join(names.get(r, r) for r in c.rules)} | "
                    f"{_cell(c.title)} | {_cell(c.tags.get('hardware', ''))} | "
-                   f"{_cell(c.tags.get('workload', ''))} |")
+                   f"{_cell(c.tags.get('workload', ''))} | {c.label} |")
     return "\n".join(out) + "\n"
 
 

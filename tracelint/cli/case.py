@@ -197,13 +197,15 @@ def list_cases(
     table.add_column("hardware", no_wrap=True)
     table.add_column("title", overflow="fold", ratio=3)
     table.add_column("workload", overflow="fold", ratio=1)
+    table.add_column("evidence", overflow="fold", ratio=1)
     if len(libs) > 1:
         table.add_column("library", overflow="fold")
     n = 0
     for lib in libs:
         for c in load_library(lib):
             hw = c.tags.get("hardware", "")
-            row = [c.id, ",".join(c.rules), gpu_family(hw) or hw, c.title, c.tags.get("workload", "")]
+            row = [c.id, ",".join(c.rules), gpu_family(hw) or hw, c.title, c.tags.get("workload", ""),
+                   c.label]
             table.add_row(*(row + ([str(lib)] if len(libs) > 1 else [])))
             n += 1
     out = Console(highlight=False)

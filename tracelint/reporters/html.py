@@ -139,7 +139,8 @@ def _cases(f: Finding) -> list[dict[str, str]]:
     for c in f.cases or []:
         sim = c.get("similarity")
         out.append({"id": clean(c.get("id", "")), "title": clean(c.get("title", "")),
-                    "fix": clean(c.get("fix", "")),
+                    "fix": clean(c.get("fix", "")), "label": clean(c.get("label", "")),
+                    "why": clean("; ".join(c.get("why") or [])),
                     "similarity": fmt_share(sim) if isinstance(sim, (int, float)) else ""})
     return out
 

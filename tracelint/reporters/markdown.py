@@ -78,7 +78,8 @@ def _details(n: int, f: Finding, origin: int) -> str:
     if f.fix:
         lines.append(f"- **Fix**: {md_escape(f.fix, 600)}")
     if f.cases:
-        ids = ", ".join(md_escape(c.get("id", "?")) for c in f.cases[:3])
+        ids = ", ".join(md_escape(c.get("id", "?")) + (f" ({md_escape(c['label'])})" if c.get("label") else "")
+                        for c in f.cases[:3])
         lines.append(f"- **Similar cases**: {ids}")
     return "\n".join(lines) + "\n"
 

@@ -135,7 +135,8 @@ def _finding_block(n: int, f: Finding, origin: int, verbose: bool) -> list[str]:
     if verbose and f.counter_example:
         lines.append(f"    [dim]not when: {_e(f.counter_example)}[/]")
     if f.cases:
-        cases = ", ".join(_e(c.get("id", "?")) + (f" ({float(c['similarity']):.0%})"
+        cases = ", ".join(_e(c.get("id", "?")) + (f" ({float(c['similarity']):.0%}"
+                          + (f", {_e(c['label'])}" if c.get("label") else "") + ")"
                           if isinstance(c.get("similarity"), (int, float)) else "")
                           for c in f.cases[:3])
         lines.append(f"    [dim]similar cases: {cases}[/]")

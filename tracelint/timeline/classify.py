@@ -138,3 +138,37 @@ def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categoric
 
 def is_communication(names: Iterable[str]) -> np.ndarray:
     return np.array([kernel_class(n) == "communication" for n in names], dtype=bool)
+
+
+# ----- the trace as a whole: what kind of workload, whose hardware ---------------------------
+_TRAINING = re.compile(r"backward|Backward|autograd::engine|optimizer\.step|Optimizer\.step|"
+                       r"zero_grad|wgrad|dgrad|bn_bw|_bw_|adam|Adam|sgd|SGD|lamb_", re.S)
+_SERVING = re.compile(r"vllm|sglang|tensorrt_llm|paged_?attention|reshape_and_cache|kv_?cache|"
+                      r"prefill|decode_attention|flash_fwd_splitkv|generate\(", re.I)
+_FRAMEWORK_OP = re.compile(r"^(aten::|ProfilerStep|nn\.Module|torch|jax|xla|tf\.)", re.I)
+_AMD = re.compile(r"\b(AMD|Instinct|Radeon|MI\d{3})|^Cijk_|hipMemcpy|hipLaunch", re.I)
+_NVIDIA = re.compile(r"\b(NVIDIA|Tesla|GeForce|Quadro|RTX|A100|H100|H200|B200|V100|T4|L4|L40)\b|"
+                     r"^cuda[A-Z]|^cu[A-Z]", re.I)
+
+
+def workload_kind(names: Iterable[str]) -> str:
+    """training (backward / optimizer work), serving (LLM serving engines, KV caches),
+    inference (framework ops without either), or other (no framework: HPC, CUDA C++)."""
+    names = [str(n) for n in names]
+    if any(_TRAINING.search(n) for n in names):
+        return "training"
+    if any(_SERVING.search(n) for n in names):
+        return "serving"
+    if any(_FRAMEWORK_OP.search(n) for n in names):
+        return "inference"
+    return "other"
+
+
+def vendor(names: Iterable[str]) -> str:
+    """nvidia, amd or unknown, from device, kernel and API names."""
+    names = [str(n) for n in names]
+    if any(_AMD.search(n) for n in names):
+        return "amd"
+    if any(_NVIDIA.search(n) for n in names):
+        return "nvidia"
+    return "unknown"
