@@ -21,7 +21,9 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Optional, Sequence
+
+import msgspec
 
 import numpy as np
 
@@ -30,8 +32,7 @@ from ..errors import TracelintError
 from ..io import write_atomic
 from .buckets import ITERATION, TraceProfile
 
-BASELINE_KIND = "tracelint-metrics-baseline"
-BASELINE_VERSION = 1
+from ..engine.baseline import BASELINE_VERSION, PERF_KIND as BASELINE_KIND
 
 
 @dataclass
@@ -224,20 +225,29 @@ def save_baseline(path: str | Path, doc: dict[str, Any]) -> None:
     write_atomic(path, json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n")
 
 
+class _Metric(msgspec.Struct, forbid_unknown_fields=False):
+    runs: list[Optional[float]]
+    unit: str = "ns"
+    better: Literal["lower", "higher"] = "lower"
+    scope: Optional[str] = None
+    median: Optional[float] = None
+
+
+class _PerfBaseline(msgspec.Struct, forbid_unknown_fields=False):
+    kind: Literal["tracelint-perf-baseline", "tracelint-metrics-baseline"]
+    metrics: dict[str, _Metric]
+    version: int = 1
+    runs: int = 1
+    options: dict[str, Any] = {}
+    findings: list[dict[str, Any]] = []
+
+
 def read_metrics_baseline(path: str | Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise TracelintError(f"baseline file not found: {path}") from None
-    except (OSError, ValueError) as exc:
-        raise TracelintError(f"{path}: not a readable JSON baseline ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("kind") != BASELINE_KIND or "metrics" not in doc:
-        raise TracelintError(f"{path}: not a tracelint metrics baseline (write one with "
-                             "`tracelint baseline save TRACE... -o FILE`)")
-    if doc.get("version", 0) > BASELINE_VERSION:
-        raise TracelintError(f"{path}: baseline version {doc.get('version')} is newer than this "
-                             f"tracelint reads ({BASELINE_VERSION})")
-    return doc
+    """A performance baseline, checked field by field (one-line error naming the field)."""
+    from ..engine.baseline import decode_typed, read_bytes
+    data = read_bytes(path)
+    decode_typed(path, data, BASELINE_KIND, _PerfBaseline)
+    return json.loads(data)
 
 
 # ----- the gate ------------------------------------------------------------------------------------

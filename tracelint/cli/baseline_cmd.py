@@ -18,7 +18,7 @@ app.add_typer(baseline_app, name="baseline")
 @baseline_app.command("save")
 def save(
     traces: Annotated[list[str], typer.Argument(help="One or more runs of the same workload.", show_default=False)],
-    output: Annotated[str, typer.Option("--output", "-o", help="Baseline file to write.")] = "tracelint-baseline.json",
+    output: Annotated[str, typer.Option("--output", "-o", help="Performance baseline file to write.")] = "tracelint-perf-baseline.json",
     bucket: BucketOpt = None,
     floor: FloorOpt = None,
     default_gate: DefaultGateOpt = None,

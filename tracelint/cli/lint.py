@@ -73,7 +73,8 @@ def lint_and_report(traces: list[str], cfg: Config, fmt: Format = Format.termina
     accept findings into a baseline, scrub, render, write; returns the exit code."""
     report = _run(traces, cfg, fmt, ncu=ncu, annotate=annotate, quiet=quiet, jobs=jobs, dask=dask)
     if write_baseline:
-        n = report.write_baseline(write_baseline)
+        from ..secrets import scrub_text   # keys are names from the trace: never commit a secret
+        n = report.write_baseline(write_baseline, scrub=scrub_text)
         stderr.print(f"baseline: {n} finding(s) accepted into {write_baseline}")
     if not no_scrub:
         from ..ranks.report import JobReport, scrub_job_report

@@ -66,10 +66,11 @@ class Report:
         threshold = Severity(fail_on).rank
         return 1 if any(f.severity.rank >= threshold for f in self.findings) else 0
 
-    def write_baseline(self, path: str) -> int:
-        """Accept every current finding into an accepted-findings baseline file."""
+    def write_baseline(self, path: str, scrub=None) -> int:
+        """Accept every current finding into an accepted-findings baseline file (``scrub``:
+        the output layer's cleaner for the keys, names from the trace)."""
         from .baseline import write_baseline
-        write_baseline(path, self.findings)
+        write_baseline(path, self.findings, scrub=scrub)
         return len(self.findings)
 
     def sorted_findings(self) -> list[Finding]:

@@ -208,14 +208,14 @@ class JobReport:
             "timing_s": {k: round(v, 4) for k, v in self.elapsed_s.items()},
         }
 
-    def write_baseline(self, path: str) -> int:
+    def write_baseline(self, path: str, scrub=None) -> int:
         """Accept every current finding (per rank and cross-rank) into a baseline file."""
-        from ..engine.baseline import BASELINE_VERSION
+        from ..engine.baseline import findings_baseline_doc
         from ..io import write_atomic
-        entries = {(f.fingerprint(), f.rule, f.key) for f in self.findings}
-        entries |= {(f["fingerprint"], f["rule"], f.get("key", "")) for f in self.rank_findings()}
-        doc = {"version": BASELINE_VERSION,
-               "findings": [{"fingerprint": a, "rule": b, "key": c} for a, b, c in sorted(entries)]}
+        clean = scrub or (lambda s: s)
+        entries = {(f.fingerprint(), f.rule, clean(f.key)) for f in self.findings}
+        entries |= {(f["fingerprint"], f["rule"], clean(f.get("key", ""))) for f in self.rank_findings()}
+        doc = findings_baseline_doc(entries)
         write_atomic(path, json.dumps(doc, indent=1) + "\n")
         return len(entries)
 
