@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from conftest import TRACES, run_cli
-from tracelint.analysis import (GatePolicy, compare, diff_profiles, make_baseline, noise_band,
+from tracelint.analysis import (GatePolicy, compare, diff_profiles, make_baseline, min_samples,
                                 normalise_kernel_name, normalise_range_name, profile, run_gate)
 from tracelint.analysis.buckets import cold_prefix, parse_request_range
-from tracelint.analysis.diff import render_html, render_markdown
+from tracelint.analysis.diff_render import render_html, render_markdown
 from tracelint.timeline import Device, Meta, Timeline, make_table
 from tracelint.timeline.summary import percentile
 
@@ -30,13 +30,16 @@ needs = lambda p: pytest.mark.skipif(not p.exists(), reason=f"real trace not pre
 
 
 def synth(steps, kernels=KERNELS, *, sync=False, extra=None, scale=1.0, source="synth",
-          other_thread_kernel=None):
+          other_thread_kernel=None, jitter=0.0, seed=0, device=0):
     """One thread launching `kernels` in every step; step i lasts steps[i] ns.
 
     Each step: a `ProfilerStep#i` range, an `## forward ##` annotation over the launches,
     then (sync=True) a cudaStreamSynchronize after the annotation. Kernel durations are
-    multiplied by `scale`. `extra` adds ranges: [(name, kind, start_offset, dur)] per step.
+    multiplied by `scale` and, with `jitter`, by 1 + jitter x U(-1, 1) drawn per kernel from
+    `seed` (run-to-run and iteration-to-iteration noise). `extra` adds ranges:
+    [(name, kind, start_offset, dur)] per step. `device` is the GPU index the kernels run on.
     """
+    rand = np.random.default_rng(seed)
     api = {k: [] for k in ("pid", "tid", "start", "end", "name", "correlation")}
     ker = {k: [] for k in ("device", "stream", "start", "end", "name", "correlation", "pid")}
     rng = {k: [] for k in ("pid", "tid", "start", "end", "name", "kind", "depth", "parent", "step")}
@@ -56,8 +59,8 @@ def synth(steps, kernels=KERNELS, *, sync=False, extra=None, scale=1.0, source="
             add(api, pid=PID, tid=TID, start=cur, end=cur + 4000, name="cudaLaunchKernel",
                 correlation=corr)
             ks = max(cur + 2000, free)
-            free = ks + int(kd * scale)
-            add(ker, device=0, stream=7, start=ks, end=free, name=name, correlation=corr, pid=0)
+            free = ks + int(kd * scale * (1 + jitter * rand.uniform(-1, 1)))
+            add(ker, device=device, stream=7, start=ks, end=free, name=name, correlation=corr, pid=0)
             corr += 1
             cur += 5000
         add(rng, pid=PID, tid=TID, start=fwd, end=cur, name="## forward ##", kind="annotation",
@@ -85,7 +88,7 @@ def synth(steps, kernels=KERNELS, *, sync=False, extra=None, scale=1.0, source="
     tl = Timeline(api_calls=make_table("api_calls", api), kernels=make_table("kernels", ker),
                   ranges=make_table("ranges", rng),
                   meta=Meta(source=source, format="kineto-json", producer="synth",
-                            devices=[Device(0, "Synth GPU")], captured={"cuda"}))
+                            devices=[Device(device, "Synth GPU")], captured={"cuda"}))
     return tl
 
 
@@ -120,17 +123,42 @@ def test_names():
     assert parse_request_range("required_grad prefill") is None
 
 
-def test_noise_band_and_gate_formula():
-    assert noise_band([100.0]) is None
-    assert noise_band([97.0, 100.0, 103.0]) == pytest.approx(0.03)
-    c = compare([97, 100, 103], [104], GatePolicy())          # band 3 % -> gate 4.5 %
-    assert c.gate == pytest.approx(0.045) and c.verdict == "no change"
-    c = compare([97, 100, 103], [105], GatePolicy())
-    assert c.verdict == "worse" and c.regression
-    c = compare([100, 100.1, 99.9], [103])                    # tiny band -> 2 % floor
-    assert c.gate == pytest.approx(0.02) and c.verdict == "worse"
-    assert compare([100], [104]).verdict == "no change"        # no repeats: default 5 %
-    assert compare([100], [94]).verdict == "better"
+def test_order_statistic_interval_coverage_and_min_samples():
+    from math import comb
+    from tracelint.analysis.stats import order_stat_ranks
+
+    def coverage(n, q, lo, hi):          # P(lo <= B <= hi - 1), B ~ Binomial(n, q), by hand
+        return sum(comb(n, k) * q ** k * (1 - q) ** (n - k) for k in range(lo, hi))
+    for n, q in ((6, 0.5), (40, 0.5), (100, 0.9), (400, 0.99)):
+        lo, hi = order_stat_ranks(n, q)
+        assert coverage(n, q, lo, hi) >= 0.95
+        assert coverage(n, q, lo + 1, hi) < 0.95 or coverage(n, q, lo, hi - 1) < 0.95  # tight
+    # fewest samples: the smallest n with q^n <= 2.5 % and (1-q)^n <= 2.5 %, found by search
+    for q in (0.5, 0.9, 0.99):
+        n = next(n for n in range(1, 10_000) if q ** n <= 0.025 and (1 - q) ** n <= 0.025)
+        assert min_samples(q) == n
+        assert order_stat_ranks(n - 1, q) is None and order_stat_ranks(n, q) is not None
+    assert min_samples(0.5) == 6 and min_samples(0.99) == 368
+
+
+def test_compare_single_runs_and_repeated_runs():
+    x = np.arange(100.0, 140.0)                       # 40 samples, P50 = 119.5
+    c = compare([x], [x * 1.10])
+    lo, hi = np.sort(x)[13], np.sort(x)[26]           # ranks 14 and 27 for n = 40 (binomial)
+    assert c.method == "instances" and c.low == pytest.approx(1.1 * lo / hi - 1)
+    assert c.high == pytest.approx(1.1 * hi / lo - 1) and c.verdict == "uncertain"
+    assert compare([x], [x * 1.5]).verdict == "worse"
+    assert compare([x[:5]], [x[:5] * 2]).verdict == "not gated"          # P50 needs 6
+    assert "needs >= 368" in compare([x], [x], 99).why
+    runs_a = [np.array([v]) for v in (97.0, 100.0, 103.0)]
+    c = compare(runs_a, [np.array([110.0])])
+    half = 4.303 * 3.0 * np.sqrt(1 / 3 + 1)           # t(2) x s x sqrt(1/nA + 1/nB)
+    assert c.method == "runs" and c.low == pytest.approx((110 - half) / 100 - 1)
+    assert c.verdict == "uncertain" and c.runs_needed > 3
+    assert compare(runs_a, [np.array([100.5])]).verdict == "no change"
+    tight = [np.array([v]) for v in (100.0, 100.1, 99.9)]
+    assert compare(tight, [np.array([103.0])]).verdict == "worse"
+    assert compare(tight, [np.array([97.0])]).verdict == "better"
 
 
 def test_cold_start_reported_apart():
@@ -204,8 +232,8 @@ def test_new_sync_appears():
 
 
 def test_shifted_p99_equal_p50():
-    base = [10_000_000 + (i * 7919 % 997) * 1000 for i in range(200)]
-    top = np.argsort(base)[-6:]                      # the 6 longest steps get 1.5x longer
+    base = [10_000_000 + (i * 7919 % 997) * 1000 for i in range(400)]
+    top = np.argsort(base)[-20:]                     # the 20 longest steps get 1.5x longer
     tail = [int(d * 1.5) if i in top else d for i, d in enumerate(base)]
     res = diff_profiles([prof(synth(base))], [prof(synth(tail))])
     assert res.changes() == [("bucket", "iteration", "slower")]
@@ -233,9 +261,15 @@ def test_repeated_runs_noise_is_no_change_but_real_shift_is():
     assert changes(A, B) == set()
     tight = [synth(STEPS, scale=f) for f in (1.0, 1.001, 0.999)]
     shifted = [synth(STEPS, scale=f * 1.03) for f in (1.0, 1.001, 0.999)]
-    # 3 % is inside the 5 % default gate for single runs, outside the 2 % floor with repeats
-    assert ("kernel", GEMM, "slower") not in changes(tight[:1], shifted[:1])
     assert ("kernel", GEMM, "slower") in changes(tight, shifted)
+
+
+def test_single_runs_judge_by_the_spread_within_the_run():
+    noisy_a, noisy_b = synth(STEPS, jitter=0.10, seed=1), synth(STEPS, jitter=0.10, seed=2)
+    assert not [c for c in changes([noisy_a], [noisy_b]) if c[2] == "slower"]
+    # 3 % slower: inside the ±10 % spread of kernel instances -> not slower; no spread -> slower
+    assert ("kernel", GEMM, "slower") not in changes([noisy_a], [synth(STEPS, jitter=0.10, seed=2, scale=1.03)])
+    assert ("kernel", GEMM, "slower") in changes([synth(STEPS)], [synth(STEPS, scale=1.03)])
 
 
 def test_findings_gained_and_lost_by_fingerprint():
@@ -243,8 +277,8 @@ def test_findings_gained_and_lost_by_fingerprint():
     pa.lint = {"fp_old": {"rule": "TL001", "key": "k1"}, "fp_same": {"rule": "TL002", "key": "k"}}
     pb.lint = {"fp_new": {"rule": "TL003", "key": "k2"}, "fp_same": {"rule": "TL002", "key": "k"}}
     res = diff_profiles([pa], [pb])
-    assert [f["fingerprint"] for f in res.findings_gained] == ["fp_new"]
-    assert [f["fingerprint"] for f in res.findings_lost] == ["fp_old"]
+    assert [f["identity"] for f in res.findings_gained] == ["fp_new"]
+    assert [f["identity"] for f in res.findings_lost] == ["fp_old"]
     # flaky: present in one of two B runs -> neither gained nor lost, counted unstable
     pb2 = prof(synth(STEPS))
     pb2.lint = {"fp_same": {"rule": "TL002", "key": "k"}}
@@ -255,9 +289,10 @@ def test_findings_gained_and_lost_by_fingerprint():
 def test_findings_from_lint_do_not_break_diff():
     tl = synth(STEPS)
     p = profile(tl, findings=True)
-    assert p.lint is not None or p.lint_error
+    assert p.lint_error is None and p.lint is not None      # linting must have run
+    assert p.lint, "the synthetic steps have an idle GPU between launches: findings expected"
     res = diff_profiles([p], [profile(tl, findings=True)])
-    assert not [c for c in res.changes() if c[0] == "finding"]
+    assert res.findings_checked and not [c for c in res.changes() if c[0] == "finding"]
 
 
 def test_renderers_escape_and_carry_the_changes():
@@ -268,9 +303,10 @@ def test_renderers_escape_and_carry_the_changes():
     assert "<script>alert" not in html and "&lt;script&gt;" in html and "slower" in html
     md = render_markdown(res)
     assert "**Verdict: slower**" in md and "+30.0%" in md
+    assert "<script>" not in md and "\\<script\\>" in md
     data = json.loads(res.to_json())
     assert data["summary"]["kernels"] == {"slower": 1}
-    assert data["method"]["floor"] == 0.02
+    assert data["method"]["floor"] == 0.02 and data["waterfall"][0]["classes"]
 
 
 # ----- baseline and gate ----------------------------------------------------------------------
@@ -280,24 +316,29 @@ def test_gate_noise_passes_regression_fails(tmp_path):
     doc = make_baseline(base, cwd=tmp_path)
     assert doc["git"] is None                        # not a git repo: recorded as null
     g = doc["metrics"]["gpu_time"]
-    assert g["band"] == pytest.approx(0.02) and len(g["runs"]) == 5
-    assert doc["hardware"]["devices"] == ["Synth GPU"]
+    assert len(g["runs"]) == 5 and len(g["samples"][0]) == len(STEPS)
+    assert doc["fingerprint"]["devices"] == ["Synth GPU"]
     ok = run_gate(doc, [prof(synth(STEPS, scale=1.015))])
-    assert not ok.failed and ok.metrics["gpu_time"].verdict == "no change"
-    assert ok.metrics["gpu_time"].gate == pytest.approx(0.03)        # 1.5 x 2 %
+    assert ok.status == "passed" and ok.metrics["gpu_time"].verdict == "no change"
+    assert ok.metrics["gpu_time"].method == "runs"
     bad = run_gate(doc, [prof(synth(STEPS, scale=1.10))])
-    assert bad.failed and "gpu_time" in bad.regressions and "gpu_time[gemm]" in bad.regressions
+    assert bad.status == "failed" and {"gpu_time", "gpu_time[gemm]"} <= set(bad.regressions)
     assert "iteration.p50" not in bad.regressions                   # steps did not move
     slow_steps = run_gate(doc, [prof(synth([int(s * 1.08) for s in STEPS]))])
-    assert set(slow_steps.regressions) == {"iteration.p50", "iteration.p99"}
+    assert slow_steps.regressions == ["iteration.p50"]
+    assert slow_steps.metrics["iteration.p99"].verdict == "not gated"   # 40 steps < 368
 
 
-def test_gate_without_repeats_uses_default_gate():
-    doc = make_baseline([prof(synth(STEPS))])
-    assert doc["metrics"]["iteration.p50"]["band"] is None
-    assert not run_gate(doc, [prof(synth(STEPS, scale=1.04))]).failed
-    res = run_gate(doc, [prof(synth(STEPS, scale=1.06))])
-    assert res.failed and res.metrics["gpu_time"].gate == 0.05
+def test_gate_single_run_baseline_uses_the_spread_of_iterations():
+    doc = make_baseline([prof(synth(STEPS, jitter=0.03, seed=1))])
+    ok = run_gate(doc, [prof(synth(STEPS, jitter=0.03, seed=2))])       # noise inside the band
+    assert ok.status == "passed" and ok.metrics["gpu_time[gemm]"].method == "instances"
+    assert ok.metrics["gpu_time[gemm]"].low < 0 < ok.metrics["gpu_time[gemm]"].high
+    slow = [(GEMM, 1_200_000), (ADD, 200_000), (FLASH, 500_000)]
+    res = run_gate(doc, [prof(synth(STEPS, slow, jitter=0.03, seed=2))])  # gemm class 20 % slower
+    assert res.status == "failed" and "gpu_time[gemm]" in res.regressions
+    assert "gpu_time[elementwise]" not in res.regressions and "gpu_time[attention]" not in res.regressions
+    assert any("gpu_time[gemm]" in r for r in res.reasons())
 
 
 def test_gate_new_findings_only_fail_when_asked():
@@ -308,7 +349,7 @@ def test_gate_new_findings_only_fail_when_asked():
     pb.lint = {"fp_a": {"rule": "TL001", "key": "x"}, "fp_b": {"rule": "TL009", "key": "y"}}
     assert not run_gate(doc, [pb]).failed
     res = run_gate(doc, [pb], fail_on_findings=True)
-    assert res.failed and [f["fingerprint"] for f in res.new_findings] == ["fp_b"]
+    assert res.failed and [f["identity"] for f in res.new_findings] == ["fp_b"]
 
 
 # ----- real traces ------------------------------------------------------------------------------
@@ -372,6 +413,7 @@ def test_cli_baseline_and_gate(tmp_path):
     assert res.returncode == 0, res.stderr
     doc = json.loads(bl.read_text())
     assert doc["git"] is None and doc["hardware"]["devices"] == ["Tesla V100-SXM2-32GB"]
+    assert doc["kind"] == "tracelint-perf-baseline"
     assert doc["versions"]["format"] == "kineto-json"
     assert {"iteration.p50", "iteration.p99", "gpu_time", "gpu_time[gemm]"} <= set(doc["metrics"])
     res = run_cli("gate", HTA, "--baseline", bl, "--no-findings")
@@ -379,12 +421,15 @@ def test_cli_baseline_and_gate(tmp_path):
     # a baseline 20 % faster than today: the same trace now regresses
     for m in doc["metrics"].values():
         m["runs"] = [v * 0.8 for v in m["runs"]]
+        m["samples"] = [[v * 0.8 for v in run] for run in m["samples"]]
     fast = tmp_path / "fast.json"
     fast.write_text(json.dumps(doc))
     res = run_cli("gate", HTA, "--baseline", fast, "--no-findings", "-f", "json")
     assert res.returncode == 1
     out = json.loads(res.stdout)
-    assert not out["passed"] and "iteration.p50" in out["regressions"]
+    assert not out["passed"] and out["status"] == "failed" and out["regressions"]
+    it = out["metrics"]["iteration.p50"]                # 5 steps: too few for a P50 interval
+    assert it["verdict"] == "not gated" and "needs >= 6" in it["why"]
     # not a baseline: usage error
     (tmp_path / "x.json").write_text("{}")
     res = run_cli("gate", HTA, "--baseline", tmp_path / "x.json")

@@ -18,8 +18,10 @@ instances (JIT, autotuning, cache warm-up) are detected and reported apart (see
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -153,6 +155,8 @@ class Bucket:
     gpu_ns: np.ndarray | None = None       # GPU time attributed to each instance
     class_ns: dict[str, np.ndarray] = field(default_factory=dict)   # class -> per instance
     names: list[str] = field(default_factory=list)   # raw range names (up to a few)
+    launches: np.ndarray | None = None     # GPU activities attributed to each instance
+    kernel_ns: dict[str, float] = field(default_factory=dict)   # kernel key -> steady total
 
     @property
     def count(self) -> int:
@@ -200,6 +204,7 @@ class _Activity:
     tid: np.ndarray        # launching call tid, or -1
     resolved: np.ndarray
     cls: np.ndarray        # class label (object)
+    label: np.ndarray      # normalised kernel name, or "copy" / "memset" (object)
 
 
 def _activity(tl: Timeline) -> _Activity:
@@ -221,18 +226,30 @@ def _activity(tl: Timeline) -> _Activity:
         e = df["end"].to_numpy()
         if table == "kernels":
             cls = np.asarray(tl.kernel_class, dtype=object)
+            label = _kernel_keys(df)
         else:
             cls = np.full(len(df), "copy" if table == "copies" else "memset", dtype=object)
+            label = cls
         parts.append((s, e, np.where(ok, a_start[li] if len(api) else s, s),
                       np.where(ok, a_pid[li] if len(api) else -1, -1),
-                      np.where(ok, a_tid[li] if len(api) else -1, -1), ok, cls))
+                      np.where(ok, a_tid[li] if len(api) else -1, -1), ok, cls, label))
     if not parts:
         z = np.zeros(0, dtype=np.int64)
-        return _Activity(z, z, z, z, z, z, np.zeros(0, bool), np.zeros(0, object))
-    cat = [np.concatenate([p[i] for p in parts]) for i in range(7)]
+        return _Activity(z, z, z, z, z, z, np.zeros(0, bool), np.zeros(0, object), np.zeros(0, object))
+    cat = [np.concatenate([p[i] for p in parts]) for i in range(8)]
     s, e = cat[0].astype(np.int64), cat[1].astype(np.int64)
     return _Activity(s, e, np.maximum(e - s, 0), cat[2].astype(np.int64), cat[3].astype(np.int64),
-                     cat[4].astype(np.int64), cat[5].astype(bool), cat[6])
+                     cat[4].astype(np.int64), cat[5].astype(bool), cat[6], cat[7])
+
+
+def _kernel_keys(df: pd.DataFrame) -> np.ndarray:
+    """Normalised kernel name per row (computed once per distinct name)."""
+    cat = df["name"].array
+    if not isinstance(cat, pd.Categorical):
+        cat = pd.Categorical(cat)
+    keys = np.array([normalise_kernel_name(c) for c in cat.categories] + ["?"], dtype=object)
+    codes = np.asarray(cat.codes)
+    return keys[np.where(codes >= 0, codes, len(keys) - 1)]
 
 
 def _assign(inst_group: np.ndarray, inst_start: np.ndarray, inst_end: np.ndarray,
@@ -346,6 +363,11 @@ def _make_bucket(key: str, kind: str, rows: np.ndarray, rg: _Ranges,
         for c in np.unique(cls) if len(cls) else []:
             m = cls == c
             b.class_ns[str(c)] = np.bincount(inst[m], weights=dur[m], minlength=len(s)).astype(np.int64)
+        b.launches = np.bincount(inst, minlength=len(s)).astype(np.int64)
+        if kind == "iteration":          # per-kernel totals: the diff's waterfall
+            steady = inst >= b.cold
+            lab = pd.Series(dur[steady]).groupby(act.label[sel][hit][steady]).sum()
+            b.kernel_ns = {str(k): float(v) for k, v in lab.items()}
     return b
 
 
@@ -527,7 +549,7 @@ class TraceProfile:
     gpu_busy_ns: int                             # union per device, summed over devices
     class_ns: dict[str, int]                     # whole trace, by class
     span_ns: int
-    lint: dict[str, dict[str, str]] | None = None   # fingerprint -> {rule, key}; None: not run
+    lint: dict[str, dict[str, str]] | None = None   # identity -> {rule, key, ...}; None: not run
     lint_error: str | None = None
 
     @property
@@ -647,13 +669,36 @@ def profile(tl: Timeline, patterns: Sequence[str] = (), *, findings: bool = Fals
     return p
 
 
+#: Device, rank and stream indices inside a finding's key: the same problem on GPU 0 in one
+#: run and on GPU 1 in the next is the same finding.
+_INDEX = re.compile(r"(?i)(device|dev|gpu|rank|stream|cuda:?|node)(\s*[#:=]?\s*)\d+")
+
+
+def finding_identity(rule: str, key: str, nvtx_path: Sequence[str] = (), file: str | None = None,
+                     line: int | None = None, source: str | None = None) -> str:
+    """What a finding is, for matching across runs: rule, key with device/rank/stream
+    indices removed, annotation path, and code location, never the device index or the
+    trace file's own path (a re-export of the same capture moves it)."""
+    loc = "" if not file or (source and Path(file).name == Path(source).name) else f"{file}:{line or ''}"
+    if loc and re.search(r"\.(sqlite|json|gz|nsys-rep|qdrep)$", file or ""):
+        loc = ""                       # a trace or table path, not code
+    parts = [rule, _INDEX.sub(r"\1\2*", key or ""), "/".join(normalise_range_name(n) for n in nvtx_path),
+             loc]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+
 def lint_fingerprints(tl: Timeline, config=None) -> tuple[dict[str, dict[str, str]] | None, str | None]:
-    """Fingerprints of the findings of the default lint run ({fp: {rule, key}}), or
-    (None, why) when linting failed."""
+    """The findings of the default lint run by identity ({identity: {rule, key, title,
+    fingerprint}}), or (None, why) when linting failed."""
     try:
         from ..api import lint
         rep = lint(tl, config)
     except Exception as exc:  # a broken rule must not break a diff
         return None, f"{type(exc).__name__}: {exc}"
-    return {f.fingerprint(): {"rule": f.rule, "key": f.key, "title": f.title}
-            for f in rep.findings}, None
+    out: dict[str, dict[str, str]] = {}
+    for f in rep.findings:
+        w = f.where
+        ident = finding_identity(f.rule, f.key, w.nvtx_path, w.file, w.line, tl.meta.source)
+        out.setdefault(ident, {"rule": f.rule, "key": _INDEX.sub(r"\1\2*", f.key or ""),
+                               "title": f.title, "fingerprint": f.fingerprint()})
+    return out, None

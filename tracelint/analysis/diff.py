@@ -1,10 +1,11 @@
 """A/B comparison of runs: bucket by bucket, kernel by kernel, distributions not means.
 
 ``diff_profiles(A_runs, B_runs)`` compares one or more runs of A with one or more runs of B.
-Every compared number is a per-run value (a percentile of that run's steady-state instances);
-a side's value is the median of its runs and the change is judged against the gate of
-:mod:`tracelint.analysis.gate` (noise band from repeats, or the default gate). A change inside
-the gate is "no change", never a regression.
+Every compared number is a percentile of each run's samples (steady instances of a bucket,
+instances of a kernel, per-iteration GPU time of a class); the change is judged by its
+confidence interval (:mod:`tracelint.analysis.stats`): a change whose interval reaches inside
+±floor is not "slower", a percentile with too few samples is "not gated". Findings are matched
+by what they are (rule, key without device indices, annotation path, code location).
 """
 from __future__ import annotations
 
@@ -16,16 +17,13 @@ import numpy as np
 
 from ..timeline.summary import percentile
 from .buckets import QUANTILES, TraceProfile, short_kernel_name
-from .gate import FORMULA, Comparison, GatePolicy, compare, median
-
-#: Percentiles whose change decides a bucket's / kernel's status. p999 takes part only when
-#: both sides have at least P999_MIN steady instances per run (below, it is just the max).
-STATUS_QUANTILES = ("p50", "p90", "p99")
-P999_MIN = 1000
+from .gate import FORMULA
+from .stats import Comparison, GatePolicy, compare, median
 
 TIME_WORDS = {"worse": "slower", "better": "faster", "no change": "no change",
-              "missing": "missing"}
-COUNT_WORDS = {"worse": "more", "better": "fewer", "no change": "no change", "missing": "missing"}
+              "missing": "missing", "uncertain": "uncertain", "not gated": "no change"}
+COUNT_WORDS = {"worse": "more", "better": "fewer", "no change": "no change", "missing": "missing",
+               "uncertain": "uncertain", "not gated": "no change"}
 
 
 @dataclass
@@ -65,6 +63,7 @@ class DiffResult:
     findings_unstable: int
     findings_checked: bool
     notes: list[str] = field(default_factory=list)
+    waterfall: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -80,8 +79,8 @@ class DiffResult:
         out = []
         for rows in (self.buckets, self.totals, self.classes, self.kernels, self.syncs):
             out += [(r.section, r.key, r.status) for r in rows if r.status != "no change"]
-        out += [("finding", f["fingerprint"], "gained") for f in self.findings_gained]
-        out += [("finding", f["fingerprint"], "lost") for f in self.findings_lost]
+        out += [("finding", f["identity"], "gained") for f in self.findings_gained]
+        out += [("finding", f["identity"], "lost") for f in self.findings_lost]
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -111,19 +110,20 @@ class DiffResult:
             "syncs": [r.to_dict() for r in self.syncs],
             "findings": {"checked": self.findings_checked, "gained": self.findings_gained,
                          "lost": self.findings_lost, "unstable": self.findings_unstable},
+            "waterfall": self.waterfall,
             "notes": self.notes,
         }
 
     def to_json(self) -> str:
-        return json.dumps(_clean(self.to_dict()), indent=1, allow_nan=False)
+        return json.dumps(clean_json(self.to_dict()), indent=1, allow_nan=False)
 
 
-def _clean(x):
+def clean_json(x):
     """NaN / inf -> None / "inf" so the JSON is strict."""
     if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
+        return {k: clean_json(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [clean_json(v) for v in x]
     if isinstance(x, (float, np.floating)):
         x = float(x)
         if x != x:
@@ -139,25 +139,26 @@ def _clean(x):
 # ----- comparing -------------------------------------------------------------------------------
 
 def _status(metrics: dict[str, Comparison], words=TIME_WORDS) -> str:
-    """slower when any percentile is worse; faster only when p50 and p99 are both better."""
-    if any(c.verdict == "worse" for c in metrics.values()):
+    """slower when any percentile is worse; faster when P50 is better and none is worse;
+    uncertain when a change may be there but its interval crosses the floor."""
+    v = [c.verdict for c in metrics.values()]
+    if "worse" in v:
         return words["worse"]
-    if all(metrics.get(q) is not None and metrics[q].verdict == "better" for q in ("p50", "p99")):
+    if metrics.get("p50") is not None and metrics["p50"].verdict == "better":
         return words["better"]
-    return "no change"
+    return "uncertain" if "uncertain" in v else "no change"
 
 
 def _quantile_metrics(a_runs: list[np.ndarray], b_runs: list[np.ndarray], policy: GatePolicy
                       ) -> dict[str, Comparison]:
-    a_runs = [v for v in a_runs if len(v)]
-    b_runs = [v for v in b_runs if len(v)]
+    """Every percentile of QUANTILES; one without enough samples is kept as "not gated" only
+    up to P99 (P99.9 of a short run is just its maximum: left out)."""
     out = {}
     for name, q in QUANTILES:
-        if name not in STATUS_QUANTILES:
-            if min([len(v) for v in a_runs + b_runs] or [0]) < P999_MIN:
-                continue
-        out[name] = compare([percentile(v, q) for v in a_runs], [percentile(v, q) for v in b_runs],
-                            policy)
+        c = compare(a_runs, b_runs, q, policy)
+        if c.verdict == "not gated" and name == "p999":
+            continue
+        out[name] = c
     return out
 
 
@@ -203,8 +204,8 @@ def _bucket_rows(A: Sequence[TraceProfile], B: Sequence[TraceProfile], policy: G
         m = _quantile_metrics([b.steady for b in a_has], [b.steady for b in b_has], policy)
         status = _status(m)
         if all(b.gpu_ns is not None and len(b.steady) for b in a_has + b_has):
-            m["gpu_time"] = compare([float(b.gpu_ns[b.cold:].mean()) for b in a_has],
-                                    [float(b.gpu_ns[b.cold:].mean()) for b in b_has], policy)
+            m["gpu_time"] = compare([b.gpu_ns[b.cold:] for b in a_has],
+                                    [b.gpu_ns[b.cold:] for b in b_has], 50, policy)
         rows.append(Row("bucket", k, k, status, m, info))
     return rows
 
@@ -260,54 +261,58 @@ def _kernel_rows(A: Sequence[TraceProfile], B: Sequence[TraceProfile], policy: G
         if not br:
             rows.append(Row("kernel", key if not exact else ref.name, label, "disappeared", {}, info))
             continue
-        m = {}
-        for name, q in (("p50", 50.0), ("p99", 99.0)):
-            m[name] = compare([percentile(v, q) for v in ar], [percentile(v, q) for v in br], policy)
+        m = {name: compare(ar, br, q, policy) for name, q in (("p50", 50.0), ("p99", 99.0))}
         info["a"].update(p50_ns=m["p50"].a, p99_ns=m["p99"].a)
         info["b"].update(p50_ns=m["p50"].b, p99_ns=m["p99"].b)
         rows.append(Row("kernel", key if not exact else ref.name, label, _status(m), m, info))
-    order = {"slower": 0, "appeared": 1, "disappeared": 2, "faster": 3, "no change": 4}
+    order = {"slower": 0, "appeared": 1, "disappeared": 2, "faster": 3, "uncertain": 4,
+             "no change": 5}
     rows.sort(key=lambda r: (order.get(r.status, 5),
                              -abs(r.info["b"]["total_ns"] - r.info["a"]["total_ns"])))
     return rows
 
 
+def _per_iteration(p: TraceProfile, scoped: bool) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(GPU time, GPU busy, GPU time by class) samples of one run: one per steady iteration
+    when scoped, else one whole-trace value each."""
+    it = p.iteration
+    if scoped and it is not None and it.gpu_ns is not None:
+        c = it.cold
+        busy = it.busy_ns[c:] if it.busy_ns is not None else np.array([float(p.gpu_busy_ns)])
+        return (it.gpu_ns[c:].astype(float), np.asarray(busy, float),
+                {k: v[c:].astype(float) for k, v in it.class_ns.items()})
+    return (np.array([float(p.gpu_total_ns)]), np.array([float(p.gpu_busy_ns)]),
+            {k: np.array([float(v)]) for k, v in p.class_ns.items()})
+
+
 def _class_rows(A, B, policy) -> tuple[list[Row], list[Row], list[str]]:
     notes = []
-    scopes_a = {p.gpu_scope()[0] for p in A}
-    scopes_b = {p.gpu_scope()[0] for p in B}
-    scoped = len(scopes_a | scopes_b) == 1
+    scoped = all(p.iteration is not None and p.iteration.gpu_ns is not None for p in list(A) + list(B))
     if not scoped:
-        notes.append("GPU time compared over whole traces: not every run has iterations")
-
-    def vals(side):
-        if scoped:
-            return [p.gpu_scope() for p in side]
-        return [("trace", float(p.gpu_total_ns), {c: float(v) for c, v in p.class_ns.items()})
-                for p in side]
-    va, vb = vals(A), vals(B)
-    scope = va[0][0] if va else "trace"
+        notes.append("GPU time compared over whole traces (one value per run: judged only with "
+                     "repeated runs): not every run has iterations")
+    va, vb = [_per_iteration(p, scoped) for p in A], [_per_iteration(p, scoped) for p in B]
+    scope = "per_iteration" if scoped else "trace"
     totals = []
-    m = {"gpu_time": compare([v[1] for v in va], [v[1] for v in vb], policy)}
-    totals.append(Row("total", "gpu_time", f"GPU time ({scope.replace('_', ' ')})",
-                      _single_status(m["gpu_time"]), m, {"scope": scope}))
-    m = {"gpu_busy": compare([float(p.gpu_busy_ns) for p in A], [float(p.gpu_busy_ns) for p in B],
-                             policy)}
-    totals.append(Row("total", "gpu_busy", "GPU busy time (whole trace)",
-                      _single_status(m["gpu_busy"]), m, {"scope": "trace"}))
+    for i, key, label in ((0, "gpu_time", "GPU time"), (1, "gpu_busy", "GPU busy time")):
+        m = {key: compare([v[i] for v in va], [v[i] for v in vb], 50, policy)}
+        totals.append(Row("total", key, f"{label} ({'median per iteration' if scoped else 'whole trace'})",
+                          _single_status(m[key]), m, {"scope": scope}))
     classes = sorted(set().union(*[v[2].keys() for v in va + vb]))
     rows = []
     for c in classes:
-        ar = [v[2][c] for v in va if c in v[2]]
-        br = [v[2][c] for v in vb if c in v[2]]
-        info = {"scope": scope, "a": {"ns": median(ar) if ar else 0.0},
-                "b": {"ns": median(br) if br else 0.0}}
+        ar = [v[2][c] for v in va if c in v[2] and v[2][c].sum() > 0]
+        br = [v[2][c] for v in vb if c in v[2] and v[2][c].sum() > 0]
+        info = {"scope": scope, "a": {"ns": median([percentile(x, 50) for x in ar])},
+                "b": {"ns": median([percentile(x, 50) for x in br])}}
+        if not ar and not br:
+            continue
         if not ar:
             rows.append(Row("class", c, c, "appeared", {}, info))
         elif not br:
             rows.append(Row("class", c, c, "disappeared", {}, info))
         else:
-            cm = {"time": compare(ar, br, policy)}
+            cm = {"time": compare(ar, br, 50, policy)}
             rows.append(Row("class", c, c, _single_status(cm["time"]), cm, info))
     return totals, rows, notes
 
@@ -331,7 +336,8 @@ def _sync_rows(A, B, policy) -> list[Row]:
         elif max(bc or [0]) == 0:
             rows.append(Row("sync", n, n, "disappeared", {}, info))
         else:
-            m = {"count": compare(ac, bc, policy), "time": compare(at, bt, policy)}
+            m = {"count": compare([[x] for x in ac], [[x] for x in bc], 50, policy),
+                 "time": compare([[x] for x in at], [[x] for x in bt], 50, policy)}
             rows.append(Row("sync", n, n, _single_status(m["count"], COUNT_WORDS), m, info))
     return rows
 
@@ -351,7 +357,7 @@ def _findings(A, B) -> tuple[list, list, int, bool, list[str]]:
     gained = sorted(inter(B) - union(A))
     lost = sorted(inter(A) - union(B))
     unstable = len((union(A) | union(B)) - (inter(A) & inter(B))) - len(gained) - len(lost)
-    fmt = lambda fp: {"fingerprint": fp, **info[fp]}  # noqa: E731
+    fmt = lambda i: {"identity": i, **info[i]}  # noqa: E731
     return [fmt(f) for f in gained], [fmt(f) for f in lost], max(unstable, 0), True, notes
 
 
@@ -368,188 +374,15 @@ def diff_profiles(A: Sequence[TraceProfile], B: Sequence[TraceProfile],
     if hw_a and hw_b and hw_a != hw_b:
         notes.append(f"hardware differs: A {hw_a}, B {hw_b}")
     if len(A) == 1 and len(B) == 1:
-        notes.append(f"single runs: no noise band measured, default gate {policy.default_gate:.0%} "
-                     "applies (repeat runs: `tracelint diff A1 A2 ... -- B1 B2 ...`)")
+        notes.append("single runs: intervals from the spread within each run (iterations, "
+                     "kernel instances); run-to-run noise is not measured (repeat runs: "
+                     "`tracelint diff A1 A2 ... -- B1 B2 ...`)")
+    from .waterfall import waterfall
     return DiffResult(a_sources=[p.source for p in A], b_sources=[p.source for p in B],
                       policy=policy, buckets=_bucket_rows(A, B, policy),
                       kernels=_kernel_rows(A, B, policy), classes=classes, totals=totals,
                       syncs=_sync_rows(A, B, policy), findings_gained=gained,
                       findings_lost=lost, findings_unstable=unstable, findings_checked=checked,
-                      notes=notes + fnotes)
+                      notes=notes + fnotes, waterfall=waterfall(A, B, gained))
 
 
-# ----- rendering ---------------------------------------------------------------------------------
-
-def fmt_ns(ns) -> str:
-    """Human time: 1.23 s, 4.56 ms, 7.8 µs, 90 ns ('–' for none)."""
-    if ns is None or (isinstance(ns, float) and np.isnan(ns)):
-        return "–"
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            v = ns / scale
-            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def fmt_change(c: Comparison | None, unit: str = "ns") -> str:
-    if c is None:
-        return "–"
-    f = fmt_ns if unit == "ns" else (lambda x: f"{x:g}")
-    if c.change is None:
-        return f"{f(c.a)} → {f(c.b)}"
-    mark = "" if c.verdict == "no change" else (" ▲" if c.change > 0 else " ▼")
-    ch = "∞" if not np.isfinite(c.change) else f"{c.change:+.1%}"
-    return f"{f(c.a)} → {f(c.b)} ({ch}{mark})"
-
-
-def _gate_text(r: DiffResult) -> str:
-    p = r.policy
-    return (f"gate = max({p.floor:.0%}, {p.factor:g} × noise band) with repeats, "
-            f"{p.default_gate:.0%} without; changes inside the gate are 'no change'")
-
-
-def _table_rows(r: DiffResult, max_kernels: int = 20) -> list[tuple[str, list[str], list[list[str]], str]]:
-    """(title, header, rows, footnote) for every section; shared by every text renderer."""
-    out = []
-    out.append(("Totals", ["metric", "A → B", "status"],
-                [[row.label, fmt_change(next(iter(row.metrics.values()))), row.status]
-                 for row in r.totals], ""))
-    brows = []
-    for row in r.buckets:
-        a, b = row.info["a"], row.info["b"]
-        cold = ""
-        if any(row.info.get("cold_a", [])) or any(row.info.get("cold_b", [])):
-            cold = f"{sum(row.info.get('cold_a', []))}/{sum(row.info.get('cold_b', []))}"
-        busy = ""
-        if "gpu_busy_pct" in a or "gpu_busy_pct" in b:
-            busy = (f"{a.get('gpu_busy_pct', float('nan')):.0f}% → "
-                    f"{b.get('gpu_busy_pct', float('nan')):.0f}%")
-        brows.append([row.key, row.info["kind"], f"{a.get('count', 0):g} → {b.get('count', 0):g}",
-                      cold, fmt_change(row.metrics.get("p50")), fmt_change(row.metrics.get("p90")),
-                      fmt_change(row.metrics.get("p99")), fmt_change(row.metrics.get("gpu_time")),
-                      busy, row.status])
-    out.append(("Buckets (steady state)", ["bucket", "kind", "steady n", "cold A/B", "P50", "P90",
-                                           "P99", "GPU time / instance", "GPU busy", "status"],
-                brows, "" if brows else "no buckets (no iterations, annotations or --bucket matches)"))
-    out.append(("GPU time by kernel class", ["class", "A → B", "status"],
-                [[row.key, fmt_change(row.metrics.get("time")) if row.metrics else
-                  f"{fmt_ns(row.info['a']['ns'])} → {fmt_ns(row.info['b']['ns'])}", row.status]
-                 for row in r.classes], ""))
-    changed = [k for k in r.kernels if k.status != "no change"]
-    krows = [[k.label, k.info.get("class", ""),
-              f"{k.info['a']['count']:g} → {k.info['b']['count']:g}",
-              fmt_change(k.metrics.get("p50")) if k.metrics else "–",
-              fmt_change(k.metrics.get("p99")) if k.metrics else "–",
-              f"{fmt_ns(k.info['a']['total_ns'])} → {fmt_ns(k.info['b']['total_ns'])}", k.status]
-             for k in changed[:max_kernels]]
-    foot = f"{len(r.kernels) - len(changed)} kernel(s) unchanged"
-    if len(changed) > max_kernels:
-        foot += f"; {len(changed) - max_kernels} more changed (see JSON)"
-    out.append(("Kernels (changed)", ["kernel", "class", "count", "P50", "P99", "total", "status"],
-                krows, foot))
-    srows = [[s.key, f"{s.info['a']['count']:g} → {s.info['b']['count']:g}",
-              f"{fmt_ns(s.info['a']['total_ns'])} → {fmt_ns(s.info['b']['total_ns'])}", s.status]
-             for s in r.syncs if s.status != "no change"]
-    out.append(("Synchronisation (changed)", ["sync", "count", "time", "status"], srows,
-                f"{sum(1 for s in r.syncs if s.status == 'no change')} sync kind(s) unchanged"))
-    frows = [[f["rule"], f.get("title", ""), f.get("key", ""), "gained"] for f in r.findings_gained]
-    frows += [[f["rule"], f.get("title", ""), f.get("key", ""), "lost"] for f in r.findings_lost]
-    ffoot = ("" if r.findings_checked else "findings not compared") if not frows else ""
-    if r.findings_unstable:
-        ffoot += f"{r.findings_unstable} finding(s) present in some runs only (unstable)"
-    out.append(("Findings", ["rule", "title", "key", "status"], frows, ffoot))
-    return out
-
-
-def render_terminal(r: DiffResult, console) -> None:
-    from rich.table import Table
-    from rich.text import Text
-    colour = {"slower": "red", "faster": "green", "appeared": "yellow", "disappeared": "cyan",
-              "more": "red", "fewer": "green", "gained": "red", "lost": "green"}
-    console.print(Text(f"A: {', '.join(r.a_sources)}", style="bold"))
-    console.print(Text(f"B: {', '.join(r.b_sources)}", style="bold"))
-    v = r.verdict
-    console.print(Text(f"verdict: {v}", style=f"bold {colour.get(v, 'white')}"))
-    console.print(Text(_gate_text(r), style="dim"))
-    for title, header, rows, foot in _table_rows(r):
-        if not rows and not foot:
-            continue
-        t = Table(title=Text(title), title_justify="left", show_lines=False)
-        for h in header:
-            t.add_column(Text(h), overflow="fold")
-        for row in rows:
-            t.add_row(*[Text(str(c)) for c in row[:-1]],
-                      Text(row[-1], style=colour.get(row[-1], "")))
-        if rows:
-            console.print(t)
-        else:
-            console.print(Text(title, style="bold"))
-        if foot:
-            console.print(Text(f"  {foot}", style="dim"))
-    for n in r.notes:
-        console.print(Text(f"note: {n}", style="dim"))
-
-
-def _md_cell(s: str) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
-
-
-def render_markdown(r: DiffResult) -> str:
-    lines = ["## tracelint diff", "",
-             f"**Verdict: {r.verdict}**", "",
-             f"- A ({len(r.a_sources)} run(s)): " + ", ".join(f"`{s}`" for s in r.a_sources),
-             f"- B ({len(r.b_sources)} run(s)): " + ", ".join(f"`{s}`" for s in r.b_sources),
-             f"- {_gate_text(r)}", ""]
-    for title, header, rows, foot in _table_rows(r):
-        lines.append(f"### {title}")
-        lines.append("")
-        if rows:
-            lines.append("| " + " | ".join(header) + " |")
-            lines.append("|" + "---|" * len(header))
-            for row in rows:
-                lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
-            lines.append("")
-        if foot:
-            lines += [f"_{foot}_", ""]
-        elif not rows:
-            lines += ["_none_", ""]
-    for n in r.notes:
-        lines.append(f"> note: {n}")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-_HTML = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>tracelint diff</title>
-<style>
-body{font:14px system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f3f3f3}.slower,.more,.gained{color:#b00}.faster,.fewer,.lost{color:#070}
-.appeared{color:#a60}.disappeared{color:#06a}.dim{color:#777}
-</style></head><body>
-<h1>tracelint diff</h1>
-<p><b>Verdict: <span class="{{ verdict|replace(' ', '-') }}">{{ verdict }}</span></b></p>
-<p>A ({{ a|length }} run(s)): {% for s in a %}<code>{{ s }}</code> {% endfor %}<br>
-B ({{ b|length }} run(s)): {% for s in b %}<code>{{ s }}</code> {% endfor %}</p>
-<p class="dim">{{ gate }}</p>
-{% for title, header, rows, foot in sections %}
-<h2>{{ title }}</h2>
-{% if rows %}<table><tr>{% for h in header %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for row in rows %}<tr>{% for c in row[:-1] %}<td>{{ c }}</td>{% endfor %}
-<td class="{{ row[-1]|replace(' ', '-') }}">{{ row[-1] }}</td></tr>
-{% endfor %}</table>{% endif %}
-{% if foot %}<p class="dim">{{ foot }}</p>{% elif not rows %}<p class="dim">none</p>{% endif %}
-{% endfor %}
-{% for n in notes %}<p class="dim">note: {{ n }}</p>{% endfor %}
-</body></html>
-"""
-
-
-def render_html(r: DiffResult) -> str:
-    """A small self-contained page (jinja2, autoescaped: names come from traces)."""
-    import jinja2
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    return env.from_string(_HTML).render(
-        verdict=r.verdict, a=r.a_sources, b=r.b_sources, gate=_gate_text(r),
-        sections=_table_rows(r, max_kernels=100), notes=r.notes)

@@ -1,5 +1,6 @@
-"""`tracelint baseline save TRACE... -o baseline.json`: key metrics of one or more runs (with
-their noise band), findings fingerprints, git commit, hardware and versions."""
+"""`tracelint baseline save RUN1 RUN2 ... -o tracelint-perf-baseline.json`: key metrics of one or
+more runs of the same workload (every sample, so the gate can measure the noise), the
+workload's fingerprint, findings identities, git commit, hardware and versions."""
 from __future__ import annotations
 
 from typing import Annotated
@@ -8,7 +9,7 @@ import typer
 
 from .app import app, fail
 from .common import stderr
-from .diff import BucketOpt, DefaultGateOpt, FactorOpt, FloorOpt, load_profiles, policy_from
+from .diff import BucketOpt, ConfidenceOpt, FloorOpt, load_profiles, policy_from
 
 baseline_app = typer.Typer(name="baseline", no_args_is_help=True,
                            help="Performance baselines for `tracelint gate`.")
@@ -21,16 +22,16 @@ def save(
     output: Annotated[str, typer.Option("--output", "-o", help="Performance baseline file to write.")] = "tracelint-perf-baseline.json",
     bucket: BucketOpt = None,
     floor: FloorOpt = None,
-    default_gate: DefaultGateOpt = None,
-    band_factor: FactorOpt = None,
+    confidence: ConfidenceOpt = None,
     max_buckets: Annotated[int, typer.Option("--max-buckets", help="Most annotation buckets kept (longest first).")] = 16,
     no_findings: Annotated[bool, typer.Option("--no-findings", help="Do not lint the runs for findings fingerprints.")] = False,
 ):
-    """Save a performance baseline (per-bucket P50/P99, GPU time, findings) from TRACE runs."""
-    from ..analysis.gate import make_baseline, save_baseline
+    """Save a performance baseline (per-bucket P50/P99, GPU time per class, findings) from one
+    or more runs; 3 or more runs let the gate measure run-to-run noise."""
+    from ..analysis.perf_baseline import make_baseline, save_baseline
     if max_buckets < 0:
         raise fail("--max-buckets must be >= 0")
-    policy = policy_from(floor, default_gate, band_factor)
+    policy = policy_from(floor, confidence)
     patterns = list(bucket or [])
     profiles = load_profiles(traces, patterns, not no_findings, progress=True)
     doc = make_baseline(profiles, patterns=patterns, policy=policy, max_buckets=max_buckets)
@@ -39,3 +40,6 @@ def save(
     stderr.print(f"baseline: {len(doc['metrics'])} metric(s), {len(doc['findings'])} finding "
                  f"fingerprint(s) from {len(traces)} run(s)"
                  + (f" at commit {git[:12]}" if git else "") + f" -> {output}")
+    if len(traces) < 3:
+        stderr.print("note: with fewer than 3 runs the gate judges noise from the spread of "
+                      "iterations within a run only; save from 3+ runs to measure run-to-run noise")

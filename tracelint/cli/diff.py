@@ -68,13 +68,11 @@ def load_profiles(paths: list[str], patterns: list[str], findings: bool, progres
     return out
 
 
-def policy_from(floor: float | None, default_gate: float | None, factor: float | None,
-                base: dict | None = None):
-    from ..analysis.gate import GatePolicy
+def policy_from(floor: float | None, confidence: float | None, base: dict | None = None):
+    from ..analysis.stats import GatePolicy
     o = base or {}
     pol = GatePolicy(floor=o.get("floor", 0.02) if floor is None else floor,
-                     default_gate=o.get("default_gate", 0.05) if default_gate is None else default_gate,
-                     factor=o.get("factor", 1.5) if factor is None else factor)
+                     confidence=o.get("confidence", 0.95) if confidence is None else confidence)
     try:
         return pol.validate()
     except TracelintError as exc:
@@ -84,11 +82,10 @@ def policy_from(floor: float | None, default_gate: float | None, factor: float |
 BucketOpt = Annotated[Optional[list[str]], typer.Option(
     "--bucket", "-b", help="Extra bucket: a regex over range names (capture groups split it).")]
 FloorOpt = Annotated[Optional[float], typer.Option(
-    "--floor", help="Smallest gate as a fraction (default 0.02).")]
-DefaultGateOpt = Annotated[Optional[float], typer.Option(
-    "--default-gate", help="Gate without repeated runs, as a fraction (default 0.05).")]
-FactorOpt = Annotated[Optional[float], typer.Option(
-    "--band-factor", help="Gate = this x the measured noise band (default 1.5).")]
+    "--floor", help="Smallest change that counts, as a fraction (default 0.02): a regression "
+                    "needs its whole confidence interval above it.")]
+ConfidenceOpt = Annotated[Optional[float], typer.Option(
+    "--confidence", help="Confidence of every interval: 0.9, 0.95 (default) or 0.99.")]
 
 
 @app.command(cls=DiffCommand)
@@ -98,15 +95,15 @@ def diff(
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file (atomically).")] = None,
     bucket: BucketOpt = None,
     floor: FloorOpt = None,
-    default_gate: DefaultGateOpt = None,
-    band_factor: FactorOpt = None,
+    confidence: ConfidenceOpt = None,
     no_findings: Annotated[bool, typer.Option("--no-findings", help="Do not lint the runs to compare findings.")] = False,
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a bucket or the GPU time is slower.")] = False,
 ):
     """Compare runs A and B: buckets, kernels, kernel classes, syncs and findings."""
-    from ..analysis.diff import diff_profiles, render_html, render_markdown, render_terminal
+    from ..analysis.diff import diff_profiles
+    from ..analysis.diff_render import render_html, render_markdown, render_terminal
     a_paths, b_paths = split_runs(traces)
-    policy = policy_from(floor, default_gate, band_factor)
+    policy = policy_from(floor, confidence)
     patterns = list(bucket or [])
     progress = fmt is DiffFormat.terminal and output is None
     A = load_profiles(a_paths, patterns, not no_findings, progress)
