@@ -677,13 +677,14 @@ _INDEX = re.compile(r"(?i)(device|dev|gpu|rank|stream|cuda:?|node)(\s*[#:=]?\s*)
 def finding_identity(rule: str, key: str, nvtx_path: Sequence[str] = (), file: str | None = None,
                      line: int | None = None, source: str | None = None) -> str:
     """What a finding is, for matching across runs: rule, key with device/rank/stream
-    indices removed, annotation path, and code location, never the device index or the
-    trace file's own path (a re-export of the same capture moves it)."""
+    indices removed, the innermost annotation (the op; the outer path is where the worst
+    instance happened to be, which varies run to run) and code location; never the device
+    index or the trace file's own path (a re-export of the same capture moves it)."""
     loc = "" if not file or (source and Path(file).name == Path(source).name) else f"{file}:{line or ''}"
     if loc and re.search(r"\.(sqlite|json|gz|nsys-rep|qdrep)$", file or ""):
         loc = ""                       # a trace or table path, not code
-    parts = [rule, _INDEX.sub(r"\1\2*", key or ""), "/".join(normalise_range_name(n) for n in nvtx_path),
-             loc]
+    op = normalise_range_name(nvtx_path[-1]) if nvtx_path else ""
+    parts = [rule, _INDEX.sub(r"\1\2*", key or ""), op, loc]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 

@@ -82,16 +82,20 @@ class GateResult:
         return out
 
     def runs_advice(self) -> str:
-        need = [c.runs_needed for c in self.metrics.values() if c.method == "runs" and c.runs_needed]
-        unres = [c for c in self.metrics.values() if c.method == "runs" and c.runs_needed is None]
-        if need or unres:
-            n = max(need) if need else None
-            return (f"at the measured between-run noise, {n} runs per side make every interval "
-                    f"narrower than ±{self.policy.floor:.0%}" if n and not unres else
-                    f"some metrics are too noisy to resolve ±{self.policy.floor:.0%} with any "
-                    "practical number of runs (see 'noise')")
-        return ("single-run baseline: intervals come from the spread of iterations within the "
-                "run; save the baseline from >= 3 runs to measure run-to-run noise")
+        """How many runs would make the gate reliable at the chosen floor."""
+        judged = [c for c in self.metrics.values() if c.method == "runs" and c.verdict != "not gated"]
+        if not judged:
+            return ("single-run baseline: intervals come from the spread of iterations within the "
+                    "run; save the baseline from >= 3 runs to measure run-to-run noise")
+        need = [c.runs_needed for c in judged if c.runs_needed]
+        noisy = [k for k, c in self.metrics.items() if c in judged and c.runs_needed is None]
+        out = (f"at the measured run-to-run noise, {max(need)} runs per side make every interval "
+               f"narrower than ±{self.policy.floor:.0%}" if need else "")
+        if noisy:
+            out += ("; " if out else "") + (f"{len(noisy)} metric(s) too noisy to resolve "
+                                            f"±{self.policy.floor:.0%} with any practical number "
+                                            f"of runs ({', '.join(noisy[:3])})")
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         b = self.baseline
@@ -126,13 +130,15 @@ def run_gate(baseline: dict[str, Any], profiles: Sequence[TraceProfile], *,
     opts = baseline.get("options", {})
     policy = (policy or GatePolicy(floor=opts.get("floor", 0.02),
                                    confidence=opts.get("confidence", 0.95))).validate()
-    per_run = [key_metrics(p, max_buckets=10**6) for p in profiles]
+    per_run = [key_metrics(p, max_buckets=10**6, min_class_share=0.0) for p in profiles]
     metrics: dict[str, Comparison] = {}
     missing: list[str] = []
     scope_changed: dict[str, str] = {}
     for k, spec in baseline["metrics"].items():
         have = [m[k] for m in per_run if k in m]
-        if not have:
+        if not have and k.startswith("gpu_time[") and all("gpu_time" in m for m in per_run):
+            have = [{**m["gpu_time"], "samples": m["gpu_time"]["samples"] * 0} for m in per_run]
+        if not have:                     # (a kernel class that vanished took 0 ns: a value)
             missing.append(k)
             continue
         if spec.get("scope") and have[0].get("scope") != spec.get("scope"):

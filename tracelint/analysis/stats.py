@@ -218,6 +218,9 @@ def compare(a_samples: Sequence[np.ndarray], b_samples: Sequence[np.ndarray], q:
     else:
         ia = quantile_interval(A[0], q / 100, policy.confidence)
         ib = quantile_interval(B[0], q / 100, policy.confidence)
+        if len(A[0]) == 1 and len(B[0]) == 1:
+            why = "one value per run (no iterations to spread over): repeat the runs"
+            return Comparison(a, b, change, None, None, "not gated", "instances", ar, br, why=why)
         if ia is None or ib is None:
             why = (f"P{q:g} needs >= {need} samples per run for a {policy.confidence:.0%} "
                    f"interval (have {len(A[0])} and {len(B[0])}); repeat the runs or record more")

@@ -61,5 +61,5 @@ def gate(
         render_gate_terminal(res, Console())
     if res.exit_code == 2 or output or fmt is not GateFormat.terminal:
         stderr.print(f"gate: {res.status}" + (f": {res.reasons()[0]}" if res.reasons() else ""),
-                     markup=False)
+                     markup=False, soft_wrap=True)
     raise typer.Exit(res.exit_code)

@@ -1,0 +1,82 @@
+"""False alarms and caught slowdowns of `tracelint gate` on the shared same-workload traces.
+
+    .venv/bin/python scripts/gate_false_alarms.py [--shared ../shared/traces]
+
+For every group of runs of one workload: (1) every ordered pair, baseline from one run, gate
+the other, default settings; (2) a baseline from all runs, gate each run; (3) a 10 % slowdown
+injected into each kernel class with >= 1 % of GPU time of one run, gated against the
+baseline of all (original) runs and against a one-run baseline of the other run. Prints
+Markdown tables (docs/statistics.md)."""
+from __future__ import annotations
+
+import argparse
+import itertools
+from pathlib import Path
+
+from tracelint import load
+from tracelint.analysis.buckets import profile
+from tracelint.analysis.gate import run_gate
+from tracelint.analysis.inject import slow_down
+from tracelint.analysis.perf_baseline import make_baseline
+
+GROUPS = {
+    "128-rank job, ranks 0 and 1 (Kineto)": ["torch/hta_sampled_rank0of128.json.gz",
+                                             "torch/hta_sampled_rank1of128.json.gz"],
+    "one nsys capture, two exports (2021.2, 2022.4)": [
+        "nsys/nsys2021.2_mordred-hashjoin_quadro-rtx6000.sqlite",
+        "nsys/nsys2021.2-capture_reexported-by-2022.4_mordred-hashjoin_quadro-rtx6000.sqlite"],
+}
+
+
+def _prof(tl, name):
+    p = profile(tl, findings=True)
+    p.source = name
+    return p
+
+
+def _fmt(res, metric=None):
+    if metric:
+        c = res.metrics.get(metric)
+        if c is None:
+            return "metric absent"
+        iv = f" [{c.low:+.1%}, {c.high:+.1%}]" if c.low is not None else ""
+        return f"{res.status}; {metric} {c.verdict}{iv}"
+    return res.status
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[1].parent / "shared" / "traces"))
+    root = Path(ap.parse_args().shared)
+    print("| workload | baseline | gated run(s) | result |\n|---|---|---|---|")
+    inject_rows = []
+    for group, files in GROUPS.items():
+        tls = {Path(f).name: load(root / f) for f in files}
+        profs = {n: _prof(tl, n) for n, tl in tls.items()}
+        names = list(tls)
+        for a, b in itertools.permutations(names, 2):
+            res = run_gate(make_baseline([profs[a]]), [profs[b]])
+            print(f"| {group} | {a} | {b} | {_fmt(res)}: {'; '.join(res.reasons()) or 'no regression'} |")
+        all_base = make_baseline([profs[n] for n in names])
+        for b in names:
+            res = run_gate(all_base, [profs[b]])
+            print(f"| {group} | all {len(names)} runs | {b} | {_fmt(res)}: "
+                  f"{'; '.join(res.reasons()) or 'no regression'} |")
+        first = names[0]
+        gpu = sum(profs[first].class_ns.values()) or 1
+        for cls, ns in sorted(profs[first].class_ns.items(), key=lambda kv: -kv[1]):
+            if ns / gpu < 0.01 or cls in ("copy", "memset"):      # only kernels can be slowed
+                continue
+            slow = _prof(slow_down(tls[first], cls, 1.10), first + f" ({cls} +10%)")
+            metric = f"gpu_time[{cls}]"
+            both = run_gate(all_base, [slow])
+            one = run_gate(make_baseline([profs[names[1]]]), [slow])
+            inject_rows.append(f"| {group} | {cls} ({ns / gpu:.0%}) | {_fmt(both, metric)} | "
+                               f"{_fmt(one, metric)} |")
+    print("\n| workload | class slowed 10 % (share of GPU time) | baseline of all runs | "
+          "one-run baseline (other run) |\n|---|---|---|---|")
+    print("\n".join(inject_rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Regression decisions users can trust (issue 15): the gate never passes an unrelated workload
+or a renamed bucket, never fails on noise, says when it cannot decide; diff matches findings
+by what they are. Synthetic runs from test_diff_gate.synth; real traces read from ../shared."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import REPO, SHARED, run_cli
+from test_diff_gate import ADD, FLASH, GEMM, STEPS, synth
+from tracelint.analysis import diff_profiles, make_baseline, profile, run_gate
+from tracelint.analysis.diff_render import render_html
+from tracelint.analysis.inject import slow_down
+
+TORCH, NSYS = SHARED / "traces" / "torch", SHARED / "traces" / "nsys"
+RANK0, RANK1 = TORCH / "hta_sampled_rank0of128.json.gz", TORCH / "hta_sampled_rank1of128.json.gz"
+CAPTURE = NSYS / "nsys2021.2_mordred-hashjoin_quadro-rtx6000.sqlite"
+REEXPORT = NSYS / "nsys2021.2-capture_reexported-by-2022.4_mordred-hashjoin_quadro-rtx6000.sqlite"
+EXAMPLE = REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz"
+needs = lambda *ps: pytest.mark.skipif(not all(p.exists() for p in ps), reason="../shared traces")  # noqa: E731
+PHASES = [("phase_{x}", "annotation", 200_000, 100_000)]
+
+
+def _phases(names):
+    return [(n, "annotation", 200_000 + i * 150_000, 100_000) for i, n in enumerate(names)]
+
+
+def test_unrelated_workload_is_not_comparable():
+    doc = make_baseline([profile(synth(STEPS, extra=_phases(["load", "fwd", "bwd"])))])
+    other = synth(STEPS[:12], kernels=[("my_conv_kernel", 300_000), ("my_pool_kernel", 100_000)],
+                  extra=_phases(["decode", "sample"]))
+    res = run_gate(doc, [profile(other)])
+    assert res.status == "not comparable" and res.exit_code == 2 and res.failed
+    why = " ".join(res.not_comparable)
+    assert "kernel mix differs" in why and "bucket names differ" in why
+
+
+def test_renamed_annotation_fails_with_the_missing_metric():
+    names = ["load", "fwd", "bwd", "opt", "log"]
+    doc = make_baseline([profile(synth(STEPS, extra=_phases(names)))])
+    renamed = profile(synth(STEPS, extra=_phases(names[:-1] + ["logging"])))
+    res = run_gate(doc, [renamed])
+    assert res.status == "failed" and res.exit_code == 1
+    assert {"bucket[log].p50", "bucket[log].p99"} <= set(res.missing)
+    assert any("missing" in r and "bucket[log]" in r for r in res.reasons())
+
+
+def test_too_few_iterations_is_inconclusive_and_says_how_many():
+    doc = make_baseline([profile(synth(STEPS[:4]))])
+    res = run_gate(doc, [profile(synth(STEPS[:4], scale=1.5))])
+    assert res.status == "inconclusive" and res.exit_code == 2 and not res.regressions
+    assert "needs >= 6 samples" in res.reasons()[0]
+
+
+def test_repeated_runs_report_runs_needed():
+    runs = [profile(synth(STEPS, jitter=0.05, seed=s, scale=f)) for s, f in ((1, 0.97), (2, 1.0), (3, 1.03))]
+    res = run_gate(make_baseline(runs), [profile(synth(STEPS, jitter=0.05, seed=4))])
+    assert res.status == "passed"
+    c = res.metrics["gpu_time[gemm]"]
+    assert c.method == "runs" and c.noise == pytest.approx(0.03, rel=0.2) and c.runs_needed > 3
+    assert f"{max(x.runs_needed for x in res.metrics.values() if x.runs_needed)} runs" in res.runs_advice()
+
+
+def test_gpu_index_swap_gives_no_gained_or_lost_findings():
+    a = profile(synth(STEPS, device=0), findings=True)
+    b = profile(synth(STEPS, device=1), findings=True)
+    assert a.lint and set(a.lint) == set(b.lint)
+    res = diff_profiles([a], [b])
+    assert res.findings_checked and not res.findings_gained and not res.findings_lost
+
+
+def test_waterfall_names_the_slower_class_and_kernel():
+    a = profile(synth(STEPS))
+    b = profile(synth(STEPS, kernels=[(GEMM, 1_200_000), (ADD, 200_000), (FLASH, 500_000)]))
+    w = diff_profiles([a], [b]).waterfall[0]
+    assert w["classes"][0]["class"] == "gemm" and w["classes"][0]["delta"] == pytest.approx(200_000)
+    assert w["kernels"][0]["kernel"] == GEMM and w["busy"]["delta"] == pytest.approx(200_000)
+    assert w["wall"]["delta"] == pytest.approx(w["busy"]["delta"] + w["idle"]["delta"])
+    assert w["launches"]["delta"] == 0
+
+
+def test_diff_html_is_complete_and_every_row_has_its_status():
+    long = "void " + "very_long_templated_kernel_name_" * 12 + "<float>(float*)"
+    a = profile(synth(STEPS, kernels=[(long, 1_000_000), (ADD, 200_000)]))
+    b = profile(synth(STEPS, kernels=[(long, 1_300_000), (ADD, 200_000)]))
+    html = render_html(diff_profiles([a], [b]))
+    assert "Content-Security-Policy" in html and "<script" not in html
+    assert "Why: where the time went" in html and 'class="bar up"' in html
+    rows = [r for r in html.split("<tr>")[1:] if "<td" in r and "barcell" not in r]
+    assert rows and all('class="status' in r for r in rows)       # no row without its status
+    assert "td.status,th.status{white-space:nowrap" in html and "overflow-x:auto" in html
+
+
+@pytest.mark.slow
+@needs(CAPTURE, REEXPORT)
+def test_reexport_gives_no_gained_or_lost_findings():
+    from tracelint import load
+    a, b = profile(load(CAPTURE), findings=True), profile(load(REEXPORT), findings=True)
+    assert a.lint and len(a.lint) == len(b.lint)
+    res = diff_profiles([a], [b])
+    assert res.findings_checked and not res.findings_gained and not res.findings_lost
+
+
+@pytest.mark.slow
+@needs(RANK0, RANK1)
+def test_128_rank_pair_no_false_alarm_and_injected_slowdown_caught():
+    from tracelint import load
+    t0, t1 = load(RANK0), load(RANK1)
+    p0, p1 = profile(t0, findings=True), profile(t1, findings=True)
+    both = make_baseline([p0, p1])
+    for base, cur in ((make_baseline([p0]), p1), (make_baseline([p1]), p0), (both, p0), (both, p1)):
+        res = run_gate(base, [cur])
+        assert res.status in ("passed", "inconclusive"), res.reasons()   # never a false alarm
+    assert run_gate(both, [p1]).status == "passed"
+    d = diff_profiles([p0], [p1])                        # GPU 0 on rank 0, GPU 1 on rank 1
+    assert not d.findings_gained and not d.findings_lost
+    slow = profile(slow_down(t0, "gemm", 1.10), findings=True)
+    res = run_gate(both, [slow])
+    assert res.status == "failed" and res.regressions == ["gpu_time[gemm]"]
+    c = res.metrics["gpu_time[gemm]"]
+    assert c.change == pytest.approx(0.10, abs=0.01) and c.low > 0.02
+
+
+@pytest.mark.slow
+@needs(RANK0)
+def test_cli_unrelated_workload_exit_2_with_the_reason(tmp_path):
+    bl = tmp_path / "perf.json"
+    assert run_cli("baseline", "save", RANK0, "-o", bl, "--no-findings").returncode == 0
+    res = run_cli("gate", EXAMPLE, "--baseline", bl, "--no-findings", "-f", "json")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    out = json.loads(res.stdout)
+    assert out["status"] == "not comparable" and not out["passed"]
+    assert any("hardware differs" in r or "kernel mix" in r for r in out["not_comparable"])
+    assert "not comparable" in res.stderr.strip().splitlines()[-1]
