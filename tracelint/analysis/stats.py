@@ -211,7 +211,7 @@ def compare(a_samples: Sequence[np.ndarray], b_samples: Sequence[np.ndarray], q:
         df = sum(len(v) - 1 for v in sides)
         s = math.sqrt(sum(float(np.var(v, ddof=1)) * (len(v) - 1) for v in sides) / df)
         half = t_quantile(df, policy.confidence) * s * math.sqrt(1 / len(ar) + 1 / len(br))
-        low, high = _ratio(b - half, a), _ratio(b + half, a)
+        low, high = max(_ratio(b - half, a), -1.0), _ratio(b + half, a)   # time >= 0
         cv = s / abs(a) if a else float("inf")
         c = Comparison(a, b, change, low, high, "", "runs", ar, br, cv,
                        runs_needed(cv, policy.floor, policy.confidence))
