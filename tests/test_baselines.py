@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import REPO, run_cli
-from tracelint.analysis.gate import read_metrics_baseline
+from tracelint.analysis.perf_baseline import read_metrics_baseline
 from tracelint.engine.baseline import FINDINGS_KIND, PERF_KIND, read_baseline, write_baseline
 from tracelint.errors import ConfigError
 
@@ -61,9 +61,10 @@ def test_findings_loader_refuses_in_one_line_naming_file_and_field(tmp_path, doc
 @pytest.mark.parametrize("doc,field", [
     ({"kind": FINDINGS_KIND, "version": 2, "findings": []}, "kind"),
     ({"version": 1, "findings": []}, "kind"),
-    ({"kind": PERF_KIND, "metrics": {"gpu_time": {"runs": ["fast"]}}}, ".runs[0]"),
-    ({"kind": PERF_KIND, "metrics": {"gpu_time": {"runs": [1], "better": "up"}}}, "better"),
-    ({"kind": PERF_KIND, "metrics": []}, "$.metrics"),
+    ({"kind": PERF_KIND, "version": 2, "metrics": {"gpu_time": {"runs": ["fast"]}}}, ".runs[0]"),
+    ({"kind": PERF_KIND, "version": 2, "metrics": {"gpu_time": {"runs": [1], "better": "up"}}}, "better"),
+    ({"kind": PERF_KIND, "version": 2, "metrics": []}, "$.metrics"),
+    ({"kind": "tracelint-metrics-baseline", "version": 1, "metrics": {}}, "version"),
 ])
 def test_perf_loader_refuses_in_one_line_naming_file_and_field(tmp_path, doc, field):
     p = _write(tmp_path, "bad.json", doc)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import TRACES, run_cli
-from tracelint.analysis import (GatePolicy, compare, diff_profiles, make_baseline, min_samples,
+from tracelint.analysis import (compare, diff_profiles, make_baseline, min_samples,
                                 normalise_kernel_name, normalise_range_name, profile, run_gate)
 from tracelint.analysis.buckets import cold_prefix, parse_request_range
 from tracelint.analysis.diff_render import render_html, render_markdown
@@ -191,7 +191,7 @@ def test_buckets_attribution_and_classes():
 def test_pattern_buckets_and_serving():
     extra = [("request {i}", "annotation", 100_000, 8_000_000),
              ("prefill req={i}", "annotation", 1_100_000, 2_000_000)]
-    extra += [(f"decode req={{i}}", "annotation", 3_100_000 + k * 1_000_000, 500_000)
+    extra += [("decode req={i}", "annotation", 3_100_000 + k * 1_000_000, 500_000)
               for k in range(4)]
     tl = synth(STEPS[:6], extra=extra)
     p = profile(tl, ["(prefill|decode)"])

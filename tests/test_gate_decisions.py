@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from conftest import REPO, SHARED, run_cli
@@ -20,7 +19,6 @@ CAPTURE = NSYS / "nsys2021.2_mordred-hashjoin_quadro-rtx6000.sqlite"
 REEXPORT = NSYS / "nsys2021.2-capture_reexported-by-2022.4_mordred-hashjoin_quadro-rtx6000.sqlite"
 EXAMPLE = REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz"
 needs = lambda *ps: pytest.mark.skipif(not all(p.exists() for p in ps), reason="../shared traces")  # noqa: E731
-PHASES = [("phase_{x}", "annotation", 200_000, 100_000)]
 
 
 def _phases(names):

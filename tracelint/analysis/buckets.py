@@ -18,10 +18,8 @@ instances (JIT, autotuning, cache warm-up) are detected and reported apart (see
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -30,6 +28,10 @@ import pandas as pd
 from ..timeline import intervals
 from ..timeline.model import Timeline
 from ..timeline.summary import percentile
+from .attribution import _activity, _Activity, _assign, _thread_codes
+from .names import (exact_kernel_name, finding_identity, lint_fingerprints,  # noqa: F401
+                    normalise_kernel_name, normalise_range_name, short_kernel_name)
+from .serving import TPOT, TTFT, parse_request_range, serving_buckets  # noqa: F401
 
 #: Percentiles kept for every bucket (and compared by diff).
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0),
@@ -48,71 +50,6 @@ NAME_KINDS = ("nvtx", "annotation")
 OP_RANGE = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+")
 
 ITERATION = "iteration"
-TTFT = "TTFT"
-TPOT = "TPOT"
-
-# ----- names ---------------------------------------------------------------------------------
-
-_ID_TOKEN = re.compile(
-    r"(?<![A-Za-z0-9])(?:0x[0-9a-fA-F]+|"
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|\d+)"
-    r"(?![A-Za-z0-9])")
-
-
-def normalise_range_name(name: str) -> str:
-    """Range name -> bucket name: whole-token numbers, hex ids and UUIDs become ``N``.
-
-    ``ProfilerStep#12`` -> ``ProfilerStep#N``; ``prefill req=17`` -> ``prefill req=N``;
-    ``decode_step_3`` -> ``decode_step_N``; ``layer3`` and ``fp16`` stay as they are (the
-    digits are part of a word).
-    """
-    return _ID_TOKEN.sub("N", str(name))
-
-
-_HEX = re.compile(r"0x[0-9a-fA-F]+")
-_TEMPLATE = re.compile(r"<[^<>]*>")
-_ARGS = re.compile(r"\([^()]*\)")
-_SPACE = re.compile(r"\s+")
-
-
-def exact_kernel_name(name: str) -> str:
-    """The kernel's identity within one run: its name with hex addresses removed."""
-    return _SPACE.sub(" ", _HEX.sub("", str(name))).strip()
-
-
-def normalise_kernel_name(name: str) -> str:
-    """Kernel name -> matching key across runs: template arguments, argument lists and hex
-    addresses stripped, ``void`` dropped.
-
-    ``void at::native::vectorized_elementwise_kernel<4, F<float>>(int, F<float>)`` ->
-    ``at::native::vectorized_elementwise_kernel``.
-    """
-    s = exact_kernel_name(name).replace("(anonymous namespace)", "anon")
-    for rx in (_TEMPLATE, _ARGS):
-        prev = None
-        while prev != s:
-            prev, s = s, rx.sub("", s)
-    s = re.sub(r"^\s*void\s+", "", s)
-    s = s.replace("::{lambda", "::lambda").replace("{", "").replace("}", "")
-    s = _SPACE.sub(" ", s).strip()
-    return s or str(name)
-
-
-def short_kernel_name(name: str, width: int = 96) -> str:
-    """A readable label: no ``void``, no trailing argument list, cut to ``width`` characters."""
-    s = re.sub(r"^\s*void\s+", "", exact_kernel_name(name))
-    if s.endswith(")"):                   # drop the trailing top-level argument list
-        depth = 0
-        for i in range(len(s) - 1, 0, -1):
-            if s[i] == ")":
-                depth += 1
-            elif s[i] == "(":
-                depth -= 1
-                if depth == 0:
-                    s = s[:i].rstrip()
-                    break
-    return s if len(s) <= width else s[: width - 1] + "…"
-
 
 # ----- cold start ----------------------------------------------------------------------------
 
@@ -188,99 +125,6 @@ class Bucket:
             out["gpu_class_ns"] = {c: int(a[self.cold:].sum()) for c, a in sorted(self.class_ns.items())
                                    if a[self.cold:].sum() > 0}
         return out
-
-
-# ----- attribution -----------------------------------------------------------------------------
-
-@dataclass
-class _Activity:
-    """GPU activity rows with their attribution time/thread and class."""
-
-    start: np.ndarray
-    end: np.ndarray
-    dur: np.ndarray
-    t: np.ndarray          # launching call start, or own start when unresolved
-    pid: np.ndarray        # launching call pid, or -1
-    tid: np.ndarray        # launching call tid, or -1
-    resolved: np.ndarray
-    cls: np.ndarray        # class label (object)
-    label: np.ndarray      # normalised kernel name, or "copy" / "memset" (object)
-
-
-def _activity(tl: Timeline) -> _Activity:
-    from ..engine.context import Context
-    ctx = Context(tl)
-    api = tl.api_calls
-    a_start = api["start"].to_numpy()
-    a_pid = api["pid"].to_numpy()
-    a_tid = api["tid"].to_numpy()
-    parts = []
-    for table in ("kernels", "copies", "memsets"):
-        df = tl.table(table)
-        if len(df) == 0:
-            continue
-        launch = ctx.launch_index(table)
-        ok = launch >= 0
-        li = np.where(ok, launch, 0)
-        s = df["start"].to_numpy()
-        e = df["end"].to_numpy()
-        if table == "kernels":
-            cls = np.asarray(tl.kernel_class, dtype=object)
-            label = _kernel_keys(df)
-        else:
-            cls = np.full(len(df), "copy" if table == "copies" else "memset", dtype=object)
-            label = cls
-        parts.append((s, e, np.where(ok, a_start[li] if len(api) else s, s),
-                      np.where(ok, a_pid[li] if len(api) else -1, -1),
-                      np.where(ok, a_tid[li] if len(api) else -1, -1), ok, cls, label))
-    if not parts:
-        z = np.zeros(0, dtype=np.int64)
-        return _Activity(z, z, z, z, z, z, np.zeros(0, bool), np.zeros(0, object), np.zeros(0, object))
-    cat = [np.concatenate([p[i] for p in parts]) for i in range(8)]
-    s, e = cat[0].astype(np.int64), cat[1].astype(np.int64)
-    return _Activity(s, e, np.maximum(e - s, 0), cat[2].astype(np.int64), cat[3].astype(np.int64),
-                     cat[4].astype(np.int64), cat[5].astype(bool), cat[6], cat[7])
-
-
-def _kernel_keys(df: pd.DataFrame) -> np.ndarray:
-    """Normalised kernel name per row (computed once per distinct name)."""
-    cat = df["name"].array
-    if not isinstance(cat, pd.Categorical):
-        cat = pd.Categorical(cat)
-    keys = np.array([normalise_kernel_name(c) for c in cat.categories] + ["?"], dtype=object)
-    codes = np.asarray(cat.codes)
-    return keys[np.where(codes >= 0, codes, len(keys) - 1)]
-
-
-def _assign(inst_group: np.ndarray, inst_start: np.ndarray, inst_end: np.ndarray,
-            q_group: np.ndarray, q_t: np.ndarray) -> np.ndarray:
-    """For each query (group, t): the instance of the same group whose [start, end) holds t
-    (the latest-starting one if several), or -1."""
-    out = np.full(len(q_t), -1, dtype=np.int64)
-    if len(inst_start) == 0 or len(q_t) == 0:
-        return out
-    order = np.lexsort((inst_start, inst_group))
-    gs, ss = inst_group[order], inst_start[order]
-    lo = np.searchsorted(gs, q_group, side="left")
-    hi = np.searchsorted(gs, q_group, side="right")
-    has = hi > lo
-    pos = np.full(len(q_t), -1, dtype=np.int64)
-    if has.any():
-        qi = np.flatnonzero(has)
-        pos[qi] = intervals._search_in_slices(ss, lo[qi], hi[qi], q_t[qi])
-    ok = pos >= 0
-    cand = order[np.clip(pos, 0, None)]
-    hit = ok & (inst_start[cand] <= q_t) & (inst_end[cand] > q_t)
-    out[hit] = cand[hit]
-    return out
-
-
-def _thread_codes(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
-    """Joint integer codes of (pid, tid) pairs across several arrays."""
-    keys = [(p.astype(np.int64) << 32) ^ (t.astype(np.int64) & 0xFFFFFFFF) for p, t in pairs]
-    allk = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-    uniq = np.unique(allk)
-    return [np.searchsorted(uniq, k).astype(np.int64) for k in keys]
 
 
 # ----- building buckets --------------------------------------------------------------------------
@@ -388,86 +232,6 @@ def _pattern_key(rx: re.Pattern, name: str) -> str | None:
         return None
     groups = [g for g in m.groups() if g is not None]
     return "/".join(groups) if groups else rx.pattern
-
-
-# ----- serving: TTFT / TPOT ------------------------------------------------------------------
-
-_PHASE = re.compile(r"(?i)(?<![a-z])(prefill|decode)(?![a-z])")
-_REQ_ID = re.compile(r"(?i)(?<![a-z])(?:request|req|rid)(?:[_\- ]?id)?"
-                     r"(?:[\s_#:=\-/]+([0-9A-Za-z][0-9A-Za-z_\-.]*)|(\d[0-9A-Za-z_\-.]*))")
-_TOKENS = re.compile(r"(?i)(?<![a-z])tokens?\s*[=:]\s*(\d+)")
-
-
-def parse_request_range(name: str) -> tuple[str, str | None, int] | None:
-    """(request id, phase or None, tokens) for a per-request range name, else None.
-
-    Convention (case-insensitive): a request id token ``req=<id>``, ``req <id>``,
-    ``request_<id>``, ``request-id:<id>``, ``rid=<id>``, ``req17`` (the id must contain a
-    digit); a phase word ``prefill`` or
-    ``decode``; optionally ``tokens=<k>`` on a decode range that produced k tokens (default 1).
-    A range with an id and no phase (``request 17``) marks the request's arrival.
-    """
-    rid = None
-    for m in _REQ_ID.finditer(name):
-        cand = (m.group(1) or m.group(2)).rstrip("-.")
-        if any(ch.isdigit() for ch in cand):
-            rid = cand
-            break
-    if rid is None:
-        return None
-    p = _PHASE.search(name)
-    t = _TOKENS.search(name)
-    return rid, (p.group(1).lower() if p else None), (int(t.group(1)) if t else 1)
-
-
-def serving_buckets(tl: Timeline, rg: _Ranges | None = None) -> list[Bucket]:
-    """TTFT and TPOT per request, from ranges named per the convention of
-    parse_request_range:
-
-    * TTFT = end of the last prefill range of the request - arrival, where arrival is the
-      start of its ``request <id>`` range if there is one, else the start of its first prefill;
-    * TPOT = (end of its last decode range - end of its last prefill) / decoded tokens, where
-      decoded tokens = the number of decode ranges (or the sum of their ``tokens=k``).
-    """
-    rg = rg or _Ranges(tl)
-    if rg.n == 0:
-        return []
-    parsed = {c: parse_request_range(c) for c in rg.categories}
-    if not any(parsed.values()):
-        return []
-    req: dict[str, dict[str, Any]] = {}
-    live = np.flatnonzero(np.isin(rg.codes, [i for i, c in enumerate(rg.categories) if parsed[c]]))
-    for i in live:
-        rid, phase, tokens = parsed[rg.categories[rg.codes[i]]]
-        r = req.setdefault(rid, {"arrival": None, "prefill": [], "decode": []})
-        s, e = int(rg.start[i]), int(rg.end[i])
-        if phase is None:
-            r["arrival"] = s if r["arrival"] is None else min(r["arrival"], s)
-        else:
-            r[phase].append((s, e, tokens))
-    ttft, ttft_t, tpot, tpot_t = [], [], [], []
-    for rid, r in req.items():
-        if not r["prefill"]:
-            continue
-        pre = sorted(r["prefill"])
-        arrival = r["arrival"] if r["arrival"] is not None else pre[0][0]
-        first_token = max(e for _, e, _ in pre)
-        ttft.append(first_token - arrival)
-        ttft_t.append(arrival)
-        if r["decode"]:
-            last = max(e for _, e, _ in r["decode"])
-            n_tok = sum(k for _, _, k in r["decode"])
-            if n_tok > 0 and last > first_token:
-                tpot.append((last - first_token) / n_tok)
-                tpot_t.append(arrival)
-    out = []
-    for key, vals, ts in ((TTFT, ttft, ttft_t), (TPOT, tpot, tpot_t)):
-        if vals:
-            o = np.argsort(ts, kind="stable")
-            t = np.asarray(ts, dtype=np.int64)[o]
-            out.append(Bucket(key=key, kind="serving", start=t, end=t,
-                              values=np.asarray(vals, dtype=np.float64)[o]))
-    return out
 
 
 def build_buckets(tl: Timeline, patterns: Sequence[str] = (), *, names: bool = True,
@@ -667,39 +431,3 @@ def profile(tl: Timeline, patterns: Sequence[str] = (), *, findings: bool = Fals
     if findings:
         p.lint, p.lint_error = lint_fingerprints(tl, config)
     return p
-
-
-#: Device, rank and stream indices inside a finding's key: the same problem on GPU 0 in one
-#: run and on GPU 1 in the next is the same finding.
-_INDEX = re.compile(r"(?i)(device|dev|gpu|rank|stream|cuda:?|node)(\s*[#:=]?\s*)\d+")
-
-
-def finding_identity(rule: str, key: str, nvtx_path: Sequence[str] = (), file: str | None = None,
-                     line: int | None = None, source: str | None = None) -> str:
-    """What a finding is, for matching across runs: rule, key with device/rank/stream
-    indices removed, the innermost annotation (the op; the outer path is where the worst
-    instance happened to be, which varies run to run) and code location; never the device
-    index or the trace file's own path (a re-export of the same capture moves it)."""
-    loc = "" if not file or (source and Path(file).name == Path(source).name) else f"{file}:{line or ''}"
-    if loc and re.search(r"\.(sqlite|json|gz|nsys-rep|qdrep)$", file or ""):
-        loc = ""                       # a trace or table path, not code
-    op = normalise_range_name(nvtx_path[-1]) if nvtx_path else ""
-    parts = [rule, _INDEX.sub(r"\1\2*", key or ""), op, loc]
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
-
-
-def lint_fingerprints(tl: Timeline, config=None) -> tuple[dict[str, dict[str, str]] | None, str | None]:
-    """The findings of the default lint run by identity ({identity: {rule, key, title,
-    fingerprint}}), or (None, why) when linting failed."""
-    try:
-        from ..api import lint
-        rep = lint(tl, config)
-    except Exception as exc:  # a broken rule must not break a diff
-        return None, f"{type(exc).__name__}: {exc}"
-    out: dict[str, dict[str, str]] = {}
-    for f in rep.findings:
-        w = f.where
-        ident = finding_identity(f.rule, f.key, w.nvtx_path, w.file, w.line, tl.meta.source)
-        out.setdefault(ident, {"rule": f.rule, "key": _INDEX.sub(r"\1\2*", f.key or ""),
-                               "title": f.title, "fingerprint": f.fingerprint()})
-    return out, None

@@ -211,7 +211,7 @@ def _header(res: GateResult) -> list[str]:
     return [f"baseline: {b.get('runs', 1)} run(s)" + (f", commit {git[:12]}" if git else "")
             + (f", {', '.join(fp.get('devices', []))}" if fp.get("devices") else ""),
             f"current: {len(res.sources)} run(s): {', '.join(res.sources)}",
-            f"workload: " + ("same fingerprint" if not res.not_comparable else "DIFFERENT")
+            "workload: " + ("same fingerprint" if not res.not_comparable else "DIFFERENT")
             + f"; {res.coverage:.0%} of the baseline's metrics present",
             f"regression = the {res.policy.confidence:.0%} interval of the change lies wholly "
             f"above +{res.policy.floor:.0%}; {res.runs_advice()}"]
@@ -228,7 +228,7 @@ def _tail(res: GateResult) -> list[str]:
     return out + [f"warning: {w}" for w in res.warnings]
 
 
-HEADER = ("metric", "baseline → current", f"interval", "noise from", "verdict")
+HEADER = ("metric", "baseline → current", "interval", "noise from", "verdict")
 
 
 def render_gate_terminal(res: GateResult, console) -> None:

@@ -233,5 +233,5 @@ class _PerfBaseline(msgspec.Struct, forbid_unknown_fields=False):
 def read_metrics_baseline(path: str | Path) -> dict[str, Any]:
     """A performance baseline, checked field by field (one-line error naming the field)."""
     data = read_bytes(path)
-    decode_typed(path, data, PERF_KIND, _PerfBaseline)
+    decode_typed(path, data, PERF_KIND, _PerfBaseline, min_version=BASELINE_VERSION)
     return json.loads(data)

@@ -53,7 +53,7 @@ class _KindOnly(msgspec.Struct, forbid_unknown_fields=False):
     version: Optional[int] = None
 
 
-def decode_typed(path: str | Path, data: bytes, kind: str, schema: type):
+def decode_typed(path: str | Path, data: bytes, kind: str, schema: type, min_version: int = 1):
     """Decode ``data`` (the bytes of baseline file ``path``) as ``schema`` of ``kind``.
 
     Refuses, in one line naming the file (and the field where there is one): invalid JSON, a
@@ -67,6 +67,8 @@ def decode_typed(path: str | Path, data: bytes, kind: str, schema: type):
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{path}: not a tracelint baseline ({exc})") from None
     found = LEGACY_KINDS.get(head.kind or "", head.kind)
+    if found is None and kind != FINDINGS_KIND:     # only version-1 findings files lack it
+        raise ConfigError(f"{path}: field `kind` is missing: not {_WHAT[kind]}")
     if found is not None and found != kind:
         what = _WHAT.get(found, f"a file of kind {found!r}")
         raise ConfigError(f"{path}: field `kind` is {head.kind!r}: this is {what}, "
@@ -74,6 +76,9 @@ def decode_typed(path: str | Path, data: bytes, kind: str, schema: type):
     if (head.version or 0) > BASELINE_VERSION:
         raise ConfigError(f"{path}: field `version` is {head.version}, newer than this tracelint "
                           f"reads ({BASELINE_VERSION})")
+    if (head.version or 1) < min_version:
+        raise ConfigError(f"{path}: field `version` is {head.version or 1}: written by an older "
+                          f"tracelint without what this one needs; save it again")
     try:
         return msgspec.json.decode(data, type=schema)
     except msgspec.ValidationError as exc:
