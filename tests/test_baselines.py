@@ -40,36 +40,26 @@ def test_findings_baseline_version_1_without_kind_still_reads(tmp_path):
     assert read_baseline(p) == {"ab"}
 
 
-@pytest.mark.parametrize("doc,field", [
-    (PERF_DOC, "kind"),
-    ({"kind": "tracelint-metrics-baseline", "metrics": {}}, "kind"),
-    ({"findings": [{"fingerprint": 3}]}, "$.findings[0].fingerprint"),
-    ({"findings": "all"}, "$.findings"),
-    ({"kind": FINDINGS_KIND, "version": 99, "findings": []}, "version"),
-    ({"no": "findings"}, "findings"),
-    ("[1, 2", "JSON"),
-    ("[]", "object"),
+@pytest.mark.parametrize("loader,doc,field", [
+    (read_baseline, PERF_DOC, "kind"),
+    (read_baseline, {"kind": "tracelint-metrics-baseline", "metrics": {}}, "kind"),
+    (read_baseline, {"findings": [{"fingerprint": 3}]}, "$.findings[0].fingerprint"),
+    (read_baseline, {"findings": "all"}, "$.findings"),
+    (read_baseline, {"kind": FINDINGS_KIND, "version": 99, "findings": []}, "version"),
+    (read_baseline, {"no": "findings"}, "findings"),
+    (read_baseline, "[1, 2", "JSON"),
+    (read_baseline, "[]", "object"),
+    (read_metrics_baseline, {"kind": FINDINGS_KIND, "version": 2, "findings": []}, "kind"),
+    (read_metrics_baseline, {"version": 1, "findings": []}, "kind"),
+    (read_metrics_baseline, {"kind": PERF_KIND, "version": 2, "metrics": {"gpu_time": {"runs": ["fast"]}}}, ".runs[0]"),
+    (read_metrics_baseline, {"kind": PERF_KIND, "version": 2, "metrics": {"gpu_time": {"runs": [1], "better": "up"}}}, "better"),
+    (read_metrics_baseline, {"kind": PERF_KIND, "version": 2, "metrics": []}, "$.metrics"),
+    (read_metrics_baseline, {"kind": "tracelint-metrics-baseline", "version": 1, "metrics": {}}, "version"),
 ])
-def test_findings_loader_refuses_in_one_line_naming_file_and_field(tmp_path, doc, field):
+def test_loaders_refuse_in_one_line_naming_file_and_field(tmp_path, loader, doc, field):
     p = _write(tmp_path, "bad.json", doc)
     with pytest.raises(ConfigError) as e:
-        read_baseline(p)
-    msg = str(e.value)
-    assert "\n" not in msg and str(p) in msg and field in msg
-
-
-@pytest.mark.parametrize("doc,field", [
-    ({"kind": FINDINGS_KIND, "version": 2, "findings": []}, "kind"),
-    ({"version": 1, "findings": []}, "kind"),
-    ({"kind": PERF_KIND, "version": 2, "metrics": {"gpu_time": {"runs": ["fast"]}}}, ".runs[0]"),
-    ({"kind": PERF_KIND, "version": 2, "metrics": {"gpu_time": {"runs": [1], "better": "up"}}}, "better"),
-    ({"kind": PERF_KIND, "version": 2, "metrics": []}, "$.metrics"),
-    ({"kind": "tracelint-metrics-baseline", "version": 1, "metrics": {}}, "version"),
-])
-def test_perf_loader_refuses_in_one_line_naming_file_and_field(tmp_path, doc, field):
-    p = _write(tmp_path, "bad.json", doc)
-    with pytest.raises(ConfigError) as e:
-        read_metrics_baseline(p)
+        loader(p)
     msg = str(e.value)
     assert "\n" not in msg and str(p) in msg and field in msg
 
