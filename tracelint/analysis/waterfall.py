@@ -62,7 +62,8 @@ def waterfall(A: Sequence[TraceProfile], B: Sequence[TraceProfile],
                      key=lambda r: -abs(r["delta"]))
     overlap = (sum(ca.values()) - busy[0], sum(cb.values()) - busy[1])
     kernels = sorted(({"kernel": short_kernel_name(k, 80), "a": ka.get(k, 0.0), "b": kb.get(k, 0.0),
-                       "delta": kb.get(k, 0.0) - ka.get(k, 0.0)} for k in set(ka) | set(kb)),
+                       "delta": kb.get(k, 0.0) - ka.get(k, 0.0)}
+                      for k in (set(ka) | set(kb)) - {"copy", "memset"}),     # kernels only
                      key=lambda r: -abs(r["delta"]))[:TOP]
     la = [f["launches"] for f in fa if f["launches"] is not None]
     lb = [f["launches"] for f in fb if f["launches"] is not None]
