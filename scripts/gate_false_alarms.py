@@ -1,6 +1,8 @@
 """False alarms and caught slowdowns of `tracelint gate` on the shared same-workload traces.
 
-    .venv/bin/python scripts/gate_false_alarms.py [--shared ../shared/traces]
+    .venv/bin/python scripts/gate_false_alarms.py [--traces DIR]   # DIR: nsys/ and torch/
+
+DIR defaults to $TRACELINT_TRACES, else ../shared/traces, else fixtures/real (as the tests).
 
 For every group of runs of one workload: (1) every ordered pair, baseline from one run, gate
 the other, default settings; (2) a baseline from all runs, gate each run; (3) a 10 % slowdown
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 from pathlib import Path
 
 from tracelint import load
@@ -46,8 +49,11 @@ def _fmt(res, metric=None):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[1].parent / "shared" / "traces"))
-    root = Path(ap.parse_args().shared)
+    repo = Path(__file__).resolve().parents[1]
+    shared = repo.parent / "shared" / "traces"
+    default = os.environ.get("TRACELINT_TRACES") or (shared if shared.is_dir() else repo / "fixtures" / "real")
+    ap.add_argument("--traces", default=str(default))
+    root = Path(ap.parse_args().traces)
     print("| workload | baseline | gated run(s) | result |\n|---|---|---|---|")
     inject_rows = []
     for group, files in GROUPS.items():

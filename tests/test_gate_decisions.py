@@ -1,24 +1,24 @@
 """Regression decisions users can trust (issue 15): the gate never passes an unrelated workload
 or a renamed bucket, never fails on noise, says when it cannot decide; diff matches findings
-by what they are. Synthetic runs from test_diff_gate.synth; real traces read from ../shared."""
+by what they are. Synthetic runs from test_diff_gate.synth; real traces from conftest.TRACES."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from conftest import REPO, SHARED, run_cli
+from conftest import MISSING_TRACE, REPO, TRACES, run_cli
 from test_diff_gate import ADD, FLASH, GEMM, STEPS, synth
 from tracelint.analysis import diff_profiles, make_baseline, profile, run_gate
 from tracelint.analysis.diff_render import render_html
 from tracelint.analysis.inject import slow_down
 
-TORCH, NSYS = SHARED / "traces" / "torch", SHARED / "traces" / "nsys"
+TORCH, NSYS = TRACES / "torch", TRACES / "nsys"
 RANK0, RANK1 = TORCH / "hta_sampled_rank0of128.json.gz", TORCH / "hta_sampled_rank1of128.json.gz"
 CAPTURE = NSYS / "nsys2021.2_mordred-hashjoin_quadro-rtx6000.sqlite"
 REEXPORT = NSYS / "nsys2021.2-capture_reexported-by-2022.4_mordred-hashjoin_quadro-rtx6000.sqlite"
 EXAMPLE = REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz"
-needs = lambda *ps: pytest.mark.skipif(not all(p.exists() for p in ps), reason="../shared traces")  # noqa: E731
+needs = lambda *ps: pytest.mark.skipif(not all(p.exists() for p in ps), reason=MISSING_TRACE)  # noqa: E731
 
 
 def _phases(names):

@@ -31,7 +31,7 @@ from ..timeline.summary import percentile
 from .attribution import _activity, _Activity, _assign, _thread_codes
 from .names import (exact_kernel_name, finding_identity, lint_fingerprints,  # noqa: F401
                     normalise_kernel_name, normalise_range_name, short_kernel_name)
-from .serving import TPOT, TTFT, parse_request_range, serving_buckets  # noqa: F401
+from .serving import TPOT, TTFT, parse_request_range, serving_values  # noqa: F401
 
 #: Percentiles kept for every bucket (and compared by diff).
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0),
@@ -278,7 +278,8 @@ def build_buckets(tl: Timeline, patterns: Sequence[str] = (), *, names: bool = T
             for key in sorted(set(keys[valid])):
                 rows = _outermost(valid[keys[valid] == key], rg.parent, rg.n)
                 out.append(_make_bucket(str(key), "pattern", rows, rg, act, busy, by_thread=True))
-        out.extend(serving_buckets(tl, rg))
+        out.extend(Bucket(key=k, kind="serving", start=t, end=t, values=v)
+                   for k, t, v in serving_values(rg))
     # unique keys: a pattern bucket may collide with a name bucket
     seen: dict[str, int] = {}
     for b in out:

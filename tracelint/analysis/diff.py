@@ -17,8 +17,7 @@ import numpy as np
 
 from ..timeline.summary import percentile
 from .buckets import QUANTILES, TraceProfile, short_kernel_name
-from .gate import FORMULA
-from .stats import Comparison, GatePolicy, compare, median
+from .stats import FORMULA, Comparison, GatePolicy, clean_json, compare, median
 
 TIME_WORDS = {"worse": "slower", "better": "faster", "no change": "no change",
               "missing": "missing", "uncertain": "uncertain", "not gated": "no change"}
@@ -116,24 +115,6 @@ class DiffResult:
 
     def to_json(self) -> str:
         return json.dumps(clean_json(self.to_dict()), indent=1, allow_nan=False)
-
-
-def clean_json(x):
-    """NaN / inf -> None / "inf" so the JSON is strict."""
-    if isinstance(x, dict):
-        return {k: clean_json(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [clean_json(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        if x != x:
-            return None
-        if x in (float("inf"), float("-inf")):
-            return "inf" if x > 0 else "-inf"
-        return x
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
 
 
 # ----- comparing -------------------------------------------------------------------------------

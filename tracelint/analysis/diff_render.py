@@ -2,60 +2,16 @@
 page. Every name comes from a trace: Markdown cells are escaped, HTML is autoescaped."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-import numpy as np
 
 from .. import __version__
 from .diff import DiffResult
+from .fmt import fmt_change, fmt_interval, fmt_ns, md_cell  # noqa: F401  (re-exported)
 from .stats import Comparison
 from .waterfall import waterfall_lines
 
 TEMPLATES = Path(__file__).parent / "templates"
-
-
-def fmt_ns(ns) -> str:
-    """Human time: 1.23 s, 4.56 ms, 7.8 µs, 90 ns ('–' for none)."""
-    if ns is None or (isinstance(ns, float) and np.isnan(ns)):
-        return "–"
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            v = ns / scale
-            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def fmt_change(c: Comparison | None, unit: str = "ns") -> str:
-    if c is None:
-        return "–"
-    f = fmt_ns if unit == "ns" else (lambda x: f"{x:g}")
-    if c.change is None:
-        return f"{f(c.a)} → {f(c.b)}"
-    mark = {"worse": " ▲", "better": " ▼"}.get(c.verdict, "")
-    ch = "∞" if not np.isfinite(c.change) else f"{c.change:+.1%}"
-    return f"{f(c.a)} → {f(c.b)} ({ch}{mark})"
-
-
-def fmt_interval(c: Comparison | None) -> str:
-    """The confidence interval of the change, or why there is none."""
-    if c is None:
-        return "–"
-    if c.verdict == "not gated":
-        m = re.match(r"(P[\d.]+ needs >= \d+ samples)", c.why)
-        return f"not gated: {m.group(1) if m else c.why}"
-    if c.low is None or not np.isfinite(c.low) or not np.isfinite(c.high):
-        return "–"
-    return f"[{c.low:+.1%}, {c.high:+.1%}]"
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>#!])")
-
-
-def md_cell(s) -> str:
-    """Markdown-safe text (names from traces): specials escaped, no line breaks."""
-    return _MD_SPECIAL.sub(r"\\\1", str(s)).replace("\r", " ").replace("\n", " ")
 
 
 def _gate_text(r: DiffResult) -> str:

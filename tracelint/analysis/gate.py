@@ -14,15 +14,10 @@ from typing import Any, Sequence
 
 from .buckets import TraceProfile
 from .perf_baseline import comparability, fingerprint, key_metrics
-from .stats import Comparison, GatePolicy, compare
+from .stats import FORMULA, Comparison, GatePolicy, compare
 
 #: Below this share of the baseline's metrics present in the current runs: not comparable.
 MIN_COVERAGE = 0.5
-
-FORMULA = ("repeated runs: Student-t interval of the change of the per-run statistic; single "
-           "runs: exact order-statistic intervals of each side's percentile; regression when "
-           "the whole interval lies above +floor (docs/statistics.md)")
-
 
 @dataclass
 class GateResult:
@@ -194,7 +189,7 @@ _WORDS = {"worse": "REGRESSION", "better": "improved", "no change": "no change",
 
 
 def _rows(res: GateResult) -> list[list[str]]:
-    from .diff_render import fmt_change, fmt_interval
+    from .fmt import fmt_change, fmt_interval
     rows = []
     for k, c in res.metrics.items():
         unit = res.baseline["metrics"][k].get("unit", "ns")
@@ -253,7 +248,7 @@ def render_gate_terminal(res: GateResult, console) -> None:
 
 
 def render_gate_markdown(res: GateResult) -> str:
-    from .diff_render import md_cell
+    from .fmt import md_cell
     lines = [f"## tracelint gate: {res.status.upper() if res.failed else 'passed'}", ""]
     lines += [f"- {md_cell(r)}" for r in res.reasons()] + ([""] if res.reasons() else [])
     lines += [f"- {md_cell(line)}" for line in _header(res)] + [""]

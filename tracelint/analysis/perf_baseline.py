@@ -20,7 +20,7 @@ from .. import __version__
 from ..engine.baseline import BASELINE_VERSION, PERF_KIND, decode_typed, read_bytes
 from ..io import write_atomic
 from .buckets import ITERATION, TraceProfile
-from .stats import GatePolicy, num
+from .stats import GatePolicy, clean_json, num
 
 #: Samples kept per metric and run; longer runs keep this many evenly spaced order statistics.
 MAX_SAMPLES = 4000
@@ -190,7 +190,6 @@ def _stat(m: dict[str, Any]) -> float:
 
 
 def save_baseline(path: str | Path, doc: dict[str, Any]) -> None:
-    from .diff import clean_json
     write_atomic(path, json.dumps(clean_json(doc), indent=1, allow_nan=False) + "\n")
 
 

@@ -2,14 +2,9 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-from ..timeline.model import Timeline
-
-if TYPE_CHECKING:
-    from .buckets import Bucket, _Ranges
 
 TTFT = "TTFT"
 TPOT = "TPOT"
@@ -42,17 +37,15 @@ def parse_request_range(name: str) -> tuple[str, str | None, int] | None:
     return rid, (p.group(1).lower() if p else None), (int(t.group(1)) if t else 1)
 
 
-def serving_buckets(tl: Timeline, rg: _Ranges | None = None) -> list[Bucket]:
-    """TTFT and TPOT per request, from ranges named per the convention of
-    parse_request_range:
+def serving_values(rg: Any) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(TTFT or TPOT, arrival times, values) per request, in arrival order, from the ranges
+    ``rg`` (buckets._Ranges) named per the convention of parse_request_range:
 
     * TTFT = end of the last prefill range of the request - arrival, where arrival is the
       start of its ``request <id>`` range if there is one, else the start of its first prefill;
     * TPOT = (end of its last decode range - end of its last prefill) / decoded tokens, where
       decoded tokens = the number of decode ranges (or the sum of their ``tokens=k``).
     """
-    from .buckets import Bucket, _Ranges
-    rg = rg or _Ranges(tl)
     if rg.n == 0:
         return []
     parsed = {c: parse_request_range(c) for c in rg.categories}
@@ -88,8 +81,7 @@ def serving_buckets(tl: Timeline, rg: _Ranges | None = None) -> list[Bucket]:
         if vals:
             o = np.argsort(ts, kind="stable")
             t = np.asarray(ts, dtype=np.int64)[o]
-            out.append(Bucket(key=key, kind="serving", start=t, end=t,
-                              values=np.asarray(vals, dtype=np.float64)[o]))
+            out.append((key, t, np.asarray(vals, dtype=np.float64)[o]))
     return out
 
 

@@ -239,3 +239,26 @@ def _ratio(x: float, ref: float) -> float:
     if ref == 0:
         return 0.0 if x == 0 else math.copysign(float("inf"), x)
     return x / ref - 1.0
+
+
+FORMULA = ("repeated runs: Student-t interval of the change of the per-run statistic; single "
+           "runs: exact order-statistic intervals of each side's percentile; regression when "
+           "the whole interval lies above +floor (docs/statistics.md)")
+
+
+def clean_json(x):
+    """NaN / inf -> None / "inf" so the JSON is strict."""
+    if isinstance(x, dict):
+        return {k: clean_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [clean_json(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        if x != x:
+            return None
+        if x in (float("inf"), float("-inf")):
+            return "inf" if x > 0 else "-inf"
+        return x
+    if isinstance(x, np.integer):
+        return int(x)
+    return x

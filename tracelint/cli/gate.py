@@ -49,7 +49,7 @@ def gate(
     profiles = load_profiles(traces, patterns, not no_findings, progress=fmt is GateFormat.terminal)
     res = run_gate(doc, profiles, policy=policy, fail_on_findings=fail_on_new_findings)
     if fmt is GateFormat.json:
-        from ..analysis.diff import clean_json
+        from ..analysis.stats import clean_json
         emit(json.dumps(clean_json(res.to_dict()), indent=1, allow_nan=False), output, scrub=True)
     elif fmt is GateFormat.markdown:
         emit(render_gate_markdown(res), output, scrub=True, markup=True)
