@@ -96,7 +96,7 @@ class DiffResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "tracelint-diff/1",
+            "schema": "tracelint-diff/2",
             "a": {"sources": self.a_sources, "runs": len(self.a_sources)},
             "b": {"sources": self.b_sources, "runs": len(self.b_sources)},
             "method": {**self.policy.to_dict(), "formula": FORMULA,

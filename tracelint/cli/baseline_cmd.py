@@ -38,8 +38,11 @@ def save(
     save_baseline(output, doc)
     git = (doc.get("git") or {}).get("commit")
     stderr.print(f"baseline: {len(doc['metrics'])} metric(s), {len(doc['findings'])} finding "
-                 f"fingerprint(s) from {len(traces)} run(s)"
+                 f"identities from {len(traces)} run(s)"
                  + (f" at commit {git[:12]}" if git else "") + f" -> {output}")
-    if len(traces) < 3:
-        stderr.print("note: with fewer than 3 runs the gate judges noise from the spread of "
-                      "iterations within a run only; save from 3+ runs to measure run-to-run noise")
+    if len(traces) == 1:
+        stderr.print("note: one run: the gate judges noise from the spread of iterations within "
+                     "it; save from 3+ runs to measure run-to-run noise")
+    elif len(traces) == 2:
+        stderr.print("note: 2 runs: run-to-run noise rests on one degree of freedom (wide "
+                     "intervals); 3+ runs narrow them")
