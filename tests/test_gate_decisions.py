@@ -43,6 +43,8 @@ def test_renamed_annotation_fails_with_the_missing_metric():
     assert res.status == "failed" and res.exit_code == 1
     assert {"bucket[log].p50", "bucket[log].p99"} <= set(res.missing)
     assert any("missing" in r and "bucket[log]" in r for r in res.reasons())
+    more = profile(synth(STEPS, extra=_phases(names + ["a", "b", "c", "d", "e", "f"])))
+    assert run_gate(doc, [more]).status == "passed"          # added annotations: same workload
 
 
 def test_too_few_iterations_is_inconclusive_and_says_how_many():

@@ -121,7 +121,7 @@ def comparability(base: dict[str, Any], cur: dict[str, Any], *, min_overlap: flo
         if ov < min_overlap:
             why.append(f"kernel mix differs: only {ov:.0%} of GPU time is in kernels both runs have")
     bb, cb = set(base.get("buckets") or ()), set(cur.get("buckets") or ())
-    if bb and len(bb & cb) / len(bb | cb) < min_overlap:
+    if bb and len(bb & cb) / len(bb) < min_overlap:      # new annotations are no mismatch
         why.append(f"bucket names differ: {len(bb & cb)} of {len(bb)} baseline buckets present")
     return why
 
