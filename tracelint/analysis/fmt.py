@@ -44,7 +44,7 @@ def fmt_interval(c: Comparison | None) -> str:
     return f"[{c.low:+.1%}, {c.high:+.1%}]"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>#!])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>])")   # cells never start a line: # and ! are inert
 
 
 def md_cell(s) -> str:

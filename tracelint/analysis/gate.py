@@ -216,7 +216,13 @@ def _tail(res: GateResult) -> list[str]:
     out = [f"missing in the current run(s): {k}" + (f" ({res.scope_changed[k]})"
                                                     if k in res.scope_changed else "")
            for k in res.missing]
-    out += [f"{k}: {c.why}" for k, c in res.metrics.items() if c.why]
+    whys: dict[str, list[str]] = {}
+    for k, c in res.metrics.items():
+        if c.verdict == "not gated":
+            whys.setdefault(c.why, []).append(k)
+    out += [f"not gated: {', '.join(ks[:4])}{f' and {len(ks) - 4} more' if len(ks) > 4 else ''} "
+            f"({why})" for why, ks in whys.items()]
+    out += [f"{k}: {c.why}" for k, c in res.metrics.items() if c.why and c.verdict != "not gated"]
     out += [f"new finding: {f.get('rule')} {f.get('title', '')} [{f.get('key', '')}]"
             for f in res.new_findings]
     out += [f"finding gone: {f.get('rule')} [{f.get('key', '')}]" for f in res.fixed_findings]

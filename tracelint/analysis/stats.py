@@ -231,7 +231,10 @@ def compare(a_samples: Sequence[np.ndarray], b_samples: Sequence[np.ndarray], q:
     if c.verdict == "uncertain":
         c.why = (f"interval {low:+.1%}..{high:+.1%} crosses ±{policy.floor:.0%}"
                  + (f"; {c.runs_needed} runs per side would resolve ±{policy.floor:.0%}"
-                    if c.runs_needed else "; repeat the runs to measure the noise"))
+                    if c.runs_needed else
+                    f"; run-to-run noise ±{c.noise:.0%} is too large to resolve ±{policy.floor:.0%}"
+                    " with any practical number of runs" if c.method == "runs" else
+                    "; repeat the runs to measure the run-to-run noise"))
     return c
 
 
