@@ -172,3 +172,31 @@ def vendor(names: Iterable[str]) -> str:
     if any(_NVIDIA.search(n) for n in names):
         return "nvidia"
     return "unknown"
+
+
+# ----- optimizer work (per-parameter loops vs foreach / fused) --------------------------------
+_OPT_REGION = (("zero_grad", re.compile(r"zero_grad", re.I)),
+               ("clip", re.compile(r"clip_grad_(norm|value)_", re.I)),
+               ("step", re.compile(r"^Optimizer\.step#|optimizer\.step|#\w+\.step$|\bstep#", re.I)))
+_PER_TENSOR = re.compile(r"^aten::(add_?|mul_?|addcdiv_|addcmul_|lerp_|sqrt_?|div_?|zero_|copy_|"
+                         r"norm|linalg_vector_norm|clamp_?|maximum|sub_?)(,|$)")
+_MULTI_TENSOR = re.compile(r"^aten::_(foreach|fused)_")
+
+
+def optimizer_region(name: str) -> str | None:
+    """step | zero_grad | clip for the ranges PyTorch records around optimizer work
+    (`Optimizer.step#AdamW.step`, `Optimizer.zero_grad#AdamW.zero_grad`, clip_grad_norm_)."""
+    for kind, pat in _OPT_REGION:
+        if pat.search(name):
+            return kind
+    return None
+
+
+def op_tensor_scope(name: str) -> str | None:
+    """per_tensor for one-tensor updates (aten::add_, mul_, addcdiv_, zero_, norm, ...),
+    multi_tensor for aten::_foreach_* / aten::_fused_* (one launch for many tensors)."""
+    if _MULTI_TENSOR.search(name):
+        return "multi_tensor"
+    if _PER_TENSOR.search(name):
+        return "per_tensor"
+    return None

@@ -22,6 +22,8 @@ class Scenario:
     # {"where.line": 42, "occurrences": 5}
     expect: dict = field(default_factory=dict)
     formats: tuple[str, ...] = ("kineto", "nsys")
+    # nsys: write framework ops as NVTX ranges, as torch.autograd.profiler.emit_nvtx does
+    nvtx_ops: bool = False
 
     @property
     def id(self) -> str:
@@ -44,7 +46,7 @@ def write(scenario: Scenario, fmt: str, folder):
     if fmt == "kineto":
         b.write_kineto(path)
     else:
-        b.write_nsys_sqlite(path)
+        b.write_nsys_sqlite(path, nvtx_ops=scenario.nvtx_ops)
     return path
 
 

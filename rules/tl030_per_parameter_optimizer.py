@@ -1,0 +1,153 @@
+"""TL030 per-parameter-optimizer."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity
+from tracelint.engine.rule import Rule, option
+from tracelint.timeline import classify
+
+REGION_WORDS = {"step": ("The optimizer step", "foreach=True or fused=True"),
+                "zero_grad": ("`zero_grad()`", "zero_grad(set_to_none=True)"),
+                "clip": ("Gradient clipping", "clip_grad_norm_(..., foreach=True)")}
+
+
+@dataclass(frozen=True)
+class Options:
+    min_ops: int = option(32, "Report when a region runs at least this many one-tensor ops (median over its instances).")
+
+
+class PerParameterOptimizer(Rule):
+    """The optimizer step, zero_grad or gradient clipping loops over parameters one tensor at a time.
+
+    What it detects: the ranges PyTorch records around optimizer work (`Optimizer.step#AdamW.step`,
+    `Optimizer.zero_grad#...`, `clip_grad_norm_`) that run many one-tensor ops (`aten::add_`,
+    `mul_`, `addcdiv_`, `lerp_`, `sqrt`, `zero_`, `norm`, ...) and no multi-tensor ones
+    (`aten::_foreach_*`, `aten::_fused_*`): an optimizer built with foreach=False, a custom
+    per-parameter update loop, `zero_grad(set_to_none=False)` (one `aten::zero_` per parameter),
+    or clipping that computes a norm per parameter. One finding per kind of region.
+    Why it hurts: each op is a kernel launch of a few microseconds on a small tensor; a model with
+    hundreds of parameters turns one optimizer step into thousands of launches, the host becomes
+    the bottleneck and the GPU waits between tiny kernels (TL002 sees the storm; this rule names
+    its cause in PyTorch terms).
+    Evidence: system: instances of the region, one-tensor ops per instance, host time in the
+    regions, kernel launches issued from them (on a GPU trace the launches must be as many as the
+    ops: one kernel serving many tensors, as apex's FusedAdam does, is not a loop); kernel: GPU time of those kernels and their median
+    duration; microarch: not applicable (the cost is launches, not kernel efficiency).
+    Fix: `torch.optim.AdamW(params, fused=True)` (or foreach=True, the default when all params
+    are on CUDA: check nothing forces foreach=False); `optimizer.zero_grad(set_to_none=True)` (the
+    default since PyTorch 2.0); `clip_grad_norm_(params, max_norm, foreach=True)`; for a custom
+    update, torch._foreach_* ops or torch.compile of the step.
+    Counter-example (when it does not apply): a model with a handful of large parameters (few
+    launches, each long); optimizers without a multi-tensor implementation (some sparse or
+    research optimizers) where the loop is the only way.
+    """
+
+    id = "TL030"
+    slug = "per-parameter-optimizer"
+    title = "Optimizer work one tensor at a time"
+    severity = Severity.WARNING
+    groups = frozenset({"framework", "host", "launch"})
+    layers = frozenset({Layer.SYSTEM, Layer.KERNEL})
+    needs = frozenset({"ranges"})
+    Options = Options
+
+    def check(self, ctx):
+        tl = ctx.tl
+        r = tl.ranges
+        region_kind = _labels(r["name"], classify.optimizer_region)
+        scope = _labels(r["name"], classify.op_tensor_scope)
+        host_range = np.isin(r["kind"].astype(str).to_numpy(), ("annotation", "nvtx"))
+        is_region = (region_kind != "") & host_range
+        if not is_region.any():
+            return
+        counts = _contained_counts(r, is_region, scope == "per_tensor", scope == "multi_tensor")
+        api = tl.api_calls
+        for kind in ("step", "zero_grad", "clip"):
+            rows = np.flatnonzero(is_region & (region_kind == kind))
+            if len(rows) == 0:
+                continue
+            per, multi = counts[0][rows], counts[1][rows]
+            if multi.sum() > 0 or np.median(per) < self.options.min_ops:
+                continue
+            found = self._finding(ctx, kind, r.iloc[rows], per, api)
+            if found is not None:
+                yield found
+
+    def _finding(self, ctx, kind, regions, per, api):
+        what, fix = REGION_WORDS[kind]
+        host_ns = int((regions["end"] - regions["start"]).sum())
+        launches, k_rows = _launches_in(ctx, regions, api)
+        if ctx.tl.has_gpu_activity and launches < self.options.min_ops * len(regions):
+            return None     # the ops run on the host or one kernel serves many (apex, amp_C)
+        k = ctx.tl.kernels.iloc[k_rows]
+        gpu_ns = int((k["end"] - k["start"]).sum()) if len(k) else 0
+        name = str(regions["name"].iat[0])
+        first = regions.iloc[0]
+        where = ctx.where_for_host(int(first["pid"]), int(first["tid"]), int(first["start"]),
+                                   start_ns=int(first["start"]), end_ns=int(first["end"]))
+        med = int(np.median(per))
+        system = Evidence.measured(
+            f"{len(regions)} `{name}` region(s) run {med} one-tensor ops each (median) and no "
+            f"_foreach_/_fused_ op; {host_ns / 1e6:.3f} ms of host time, {launches} kernel launches.",
+            regions=Measure(len(regions), "count"), ops_per_region=Measure(med, "count"),
+            host_time_ns=Measure(host_ns, "ns"), launches=Measure(launches, "count"))
+        if len(k):
+            kernel = Evidence.measured(
+                f"The {len(k)} kernels launched from these regions take {gpu_ns / 1e6:.3f} ms of GPU "
+                f"time, median {float(np.median(k['end'] - k['start'])) / 1e3:.1f} µs each.",
+                kernels=Measure(len(k), "count"), gpu_time_ns=Measure(gpu_ns, "ns"))
+        else:
+            kernel = Evidence.not_captured(
+                "No kernels linked to these regions (no GPU activity, or launches not linked).",
+                "torch.profiler with ProfilerActivity.CUDA on the GPU run")
+        cost = f"{launches} kernel launches, " if launches else ""
+        return self.finding(
+            ctx, message=(f"{what} runs one tensor at a time: {med} one-tensor ops per "
+                          f"`{name}` × {len(regions)}, no multi-tensor op ({cost}"
+                          f"{host_ns / 1e6:.2f} ms of host time); use {fix}"),
+            impact_ns=max(host_ns, gpu_ns), where=where, occurrences=len(regions),
+            windows=[(int(a), int(b)) for a, b in zip(regions["start"].head(5), regions["end"].head(5))],
+            evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel,
+                      Layer.MICROARCH: Evidence.not_applicable("the cost is launches, not kernel efficiency")},
+            metrics={"ops_per_region": Measure(med, "count"), "launches": Measure(launches, "count")},
+            key=kind)
+
+
+def _labels(names, fn) -> np.ndarray:
+    """fn over the distinct names, '' where it says None."""
+    return np.asarray(classify.classify_categorical(names, lambda n: fn(n) or ""), dtype=object)
+
+
+def _contained_counts(r, is_region, a, b) -> tuple[np.ndarray, np.ndarray]:
+    """Per range row: how many `a` ops and `b` ops of its thread start inside it."""
+    out_a = np.zeros(len(r), dtype=np.int64)
+    out_b = np.zeros(len(r), dtype=np.int64)
+    start, end = r["start"].to_numpy(), r["end"].to_numpy()
+    thread = (r["pid"].to_numpy().astype(np.int64) << 32) ^ r["tid"].to_numpy().astype(np.int64)
+    for t in np.unique(thread[is_region]):
+        mine = np.flatnonzero(thread == t)
+        mine = mine[np.argsort(start[mine], kind="stable")]
+        ca = np.concatenate([[0], np.cumsum(a[mine])])
+        cb = np.concatenate([[0], np.cumsum(b[mine])])
+        regs = np.flatnonzero(is_region & (thread == t))
+        lo = np.searchsorted(start[mine], start[regs], side="left")
+        hi = np.searchsorted(start[mine], end[regs], side="left")
+        out_a[regs], out_b[regs] = ca[hi] - ca[lo], cb[hi] - cb[lo]
+    return out_a, out_b
+
+
+def _launches_in(ctx, regions, api) -> tuple[int, np.ndarray]:
+    """(kernels launched from inside the regions on their threads, their kernel rows)."""
+    if len(api) == 0:
+        return 0, np.zeros(0, dtype=np.int64)
+    a_start = api["start"].to_numpy()
+    a_thread = (api["pid"].to_numpy().astype(np.int64) << 32) ^ api["tid"].to_numpy().astype(np.int64)
+    inside = np.zeros(len(api), dtype=bool)
+    for pid, tid, s, e in zip(regions["pid"], regions["tid"], regions["start"], regions["end"]):
+        inside |= (a_thread == ((int(pid) << 32) ^ int(tid))) & (a_start >= s) & (a_start < e)
+    launch = ctx.launch_index("kernels")
+    k_rows = np.flatnonzero((launch >= 0) & inside[np.clip(launch, 0, None)])
+    return len(k_rows), k_rows
