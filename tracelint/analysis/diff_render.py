@@ -2,7 +2,6 @@
 page. Every name comes from a trace: Markdown cells are escaped, HTML is autoescaped."""
 from __future__ import annotations
 
-from pathlib import Path
 
 
 from .. import __version__
@@ -11,7 +10,6 @@ from .fmt import fmt_change, fmt_interval, fmt_ns, md_cell  # noqa: F401  (re-ex
 from .stats import Comparison
 from .waterfall import waterfall_lines
 
-TEMPLATES = Path(__file__).parent / "templates"
 
 
 def _gate_text(r: DiffResult) -> str:
@@ -145,14 +143,12 @@ def render_markdown(r: DiffResult) -> str:
 
 def render_html(r: DiffResult) -> str:
     """A self-contained page (no scripts, CSP forbids loading anything; autoescaped)."""
-    import jinja2
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    from ..reporters.templating import environment
     w = r.waterfall[0] if r.waterfall else None
     lines = waterfall_lines(w, fmt_ns) if w else []
     span = max([abs(x[3]) for x in lines if x[3] is not None] or [1.0]) or 1.0
     bars = [(label, ab, d, 0.0 if v is None else 100 * abs(v) / span, v is not None and v >= 0)
             for label, ab, d, v in lines]
-    return env.get_template("diff.html.j2").render(
+    return environment().get_template("diff.html.j2").render(
         r=r, version=__version__, gate=_gate_text(r), summary=r.summary(), waterfall=bars,
         wscope=w["scope"] if w else "", sections=table_rows(r, max_kernels=200))
