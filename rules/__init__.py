@@ -23,6 +23,7 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl010_readback_in_loop", "ReadbackInLoop"),
     ("tl011_fp32_gemm", "Fp32Gemm"),
     ("tl030_per_parameter_optimizer", "PerParameterOptimizer"),
+    ("tl031_dataloader_main_process", "DataLoaderMainProcess"),
     ("tl100_secret_in_trace", "SecretInTrace"),
     ("tl101_personal_data", "PersonalDataInTrace"),
     ("tl201_job_exposed_comm", "JobExposedCommunication"),

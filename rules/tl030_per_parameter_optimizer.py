@@ -59,7 +59,7 @@ class PerParameterOptimizer(Rule):
         r = tl.ranges
         region_kind = _labels(r["name"], classify.optimizer_region)
         scope = _labels(r["name"], classify.op_tensor_scope)
-        host_range = np.isin(r["kind"].astype(str).to_numpy(), ("annotation", "nvtx"))
+        host_range = np.isin(r["kind"].astype(str).to_numpy(), ("annotation", "nvtx", "op"))  # legacy: op
         is_region = (region_kind != "") & host_range
         if not is_region.any():
             return

@@ -200,3 +200,11 @@ def op_tensor_scope(name: str) -> str | None:
     if _PER_TENSOR.search(name):
         return "per_tensor"
     return None
+
+
+def dataloader_iter(name: str) -> str | None:
+    """main_process for `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`
+    (num_workers=0: loading runs on the training thread), workers for the multi-process one."""
+    if "DataLoader" not in name or "__next__" not in name:
+        return None
+    return "main_process" if "SingleProcess" in name else "workers"
