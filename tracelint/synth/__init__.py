@@ -12,6 +12,7 @@ See :mod:`tracelint.synth.builder` for the timing rules and the format mapping.
 """
 from __future__ import annotations
 
-from .builder import DEVICE_PRESETS, GpuActivity, HostEvent, TraceBuilder, nsys_api_name
+from .builder import DEVICE_PRESETS, GpuActivity, HostEvent, TraceBuilder
+from .vocab import nsys_api_name
 
 __all__ = ["TraceBuilder", "GpuActivity", "HostEvent", "DEVICE_PRESETS", "nsys_api_name"]
