@@ -123,3 +123,11 @@ def test_attribution_matches_external_id_links():
     assert addmm["kernel_ns"].sum() == sum(int(dur[kr].sum()) for kr in addmm["kernel_rows"])
     first = addmm.iloc[0]["work"]
     assert first.flops == 2 * first.inputs["M"] * first.inputs["N"] * first.inputs["K"]
+
+
+def test_out_argument_is_written_not_read():
+    # relu_ -> clamp_min_ -> clamp_min(self, 0, out=self) (shared V100 ResNet-50 trace)
+    w = op_work("aten::clamp_min", [[32, 64, 112, 112], [], [32, 64, 112, 112]], [F32, "Int", F32])
+    assert w.bytes == 2 * 4 * 32 * 64 * 112 * 112
+    add = op_work("aten::add", [[8, 8], [8, 8], []], [F32, F32, "Scalar"])   # a + b: both read
+    assert add.bytes == 3 * 4 * 64

@@ -244,6 +244,17 @@ def attention(op: str, a: OpArgs) -> Work | None:
 
 
 # ----- memory-bound ops --------------------------------------------------------------------------
+def _has_out_arg(a: OpArgs) -> bool:
+    """`op.out(self, scalar..., out)`: a last tensor after a scalar argument, shaped like the
+    first tensor, is the output (written, not read): clamp_min(x, 0, out=x) under relu_."""
+    tensor_pos = [i for i, d in enumerate(a.dims) if isinstance(d, list) and d]
+    if len(tensor_pos) < 2:
+        return False
+    last = tensor_pos[-1]
+    scalar_before = any(not (isinstance(a.dims[i], list) and a.dims[i]) for i in range(tensor_pos[0], last))
+    return scalar_before and a.dims[last] == a.dims[tensor_pos[0]]
+
+
 def _streaming(kind: str, flops_per_elem: float, passes_out: float = 1.0) -> Callable:
     """Ops that read their tensor inputs and write an output the size of the largest input."""
     def model(a: OpArgs) -> Work | None:
@@ -253,7 +264,8 @@ def _streaming(kind: str, flops_per_elem: float, passes_out: float = 1.0) -> Cal
         big, dt = max(ts, key=lambda t: numel(t[0]))
         name, b = _dt(dt)
         n = numel(big)
-        read = sum(numel(s) * _dt(t)[1] for s, t in ts)
+        reads = ts[:-1] if _has_out_arg(a) else ts
+        read = sum(numel(s) * _dt(t)[1] for s, t in reads)
         nbytes = read + passes_out * n * b
         return Work(flops_per_elem * n, nbytes, name, kind,
                     f"{flops_per_elem:g} FLOP/element; bytes = inputs read once + output written once",
