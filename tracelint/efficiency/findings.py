@@ -7,16 +7,12 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Measure, Where
 
-from .roofline import FORMULA, Efficiency, efficiency
+from .roofline import FORMULA, Efficiency, cached_efficiency
 
 
 def for_context(ctx) -> Efficiency:
-    """The trace's Efficiency, computed once per lint run and kept on the Context."""
-    cached = getattr(ctx, "_tracelint_efficiency", None)
-    if cached is None:
-        cached = efficiency(ctx.tl, ctx.launch_index("kernels"))
-        ctx._tracelint_efficiency = cached
-    return cached
+    """The trace's Efficiency, computed once per Timeline (reports reuse it)."""
+    return cached_efficiency(ctx.tl, ctx.launch_index("kernels"))
 
 
 def roofline_evidence(rows: pd.DataFrame, summary: str, supports: bool = True) -> Evidence:

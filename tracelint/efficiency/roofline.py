@@ -106,6 +106,16 @@ def _round(x, nd: int = 3):
     return None if x is None or not np.isfinite(x) else round(float(x), nd)
 
 
+def cached_efficiency(tl: Timeline, launch: np.ndarray | None = None) -> Efficiency:
+    """efficiency(tl), computed once per Timeline: rules, the JSON/HTML reports and `info`
+    share one result."""
+    cached = getattr(tl, "_tracelint_efficiency", None)
+    if cached is None:
+        cached = efficiency(tl, launch)
+        tl._tracelint_efficiency = cached
+    return cached
+
+
 def efficiency(tl: Timeline, launch: np.ndarray | None = None) -> Efficiency:
     """Roofline and MFU for every device; never raises on a trace without shapes."""
     if launch is None:

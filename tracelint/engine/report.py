@@ -12,7 +12,7 @@ from .. import __version__
 from ..timeline.model import Timeline
 from .finding import Finding, Severity
 
-JSON_SCHEMA_VERSION = "1.0"
+JSON_SCHEMA_VERSION = "1.1"   # 1.1: evidence status "estimated", `efficiency`
 
 
 @dataclass
@@ -87,7 +87,13 @@ class Report:
             "skipped_rules": dict(self.skipped),
             "suppressed_by_baseline": self.suppressed,
             "timing_s": {k: round(v, 4) for k, v in self.elapsed_s.items()},
+            "efficiency": self.efficiency(),
         }
+
+    def efficiency(self) -> dict[str, Any]:
+        """Roofline / MFU estimates (tracelint.efficiency), shared with the rules that used them."""
+        from ..efficiency.roofline import cached_efficiency
+        return cached_efficiency(self.timeline).to_dict()
 
     def to_pandas(self):
         import pandas as pd
