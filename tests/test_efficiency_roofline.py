@@ -113,3 +113,40 @@ def test_every_shared_trace_runs(path):
         assert not e.available
         if "shapes" not in tl.meta.captured:
             assert "record_shapes=True" in d["capture_hint"]
+
+
+def test_info_shows_mfu_and_the_missing_shapes_hint(tmp_path):
+    import json
+    from conftest import run_cli
+    path = _trace(tmp_path)
+    r = run_cli("info", "--json", path)
+    assert r.returncode == 0, r.stderr
+    eff = json.loads(r.stdout)["efficiency"]
+    n = 4096
+    dev = eff["devices"][0]
+    assert eff["status"] == "estimated" and dev["matched"] == "H100-SXM"
+    assert dev["mfu"] == pytest.approx(2 * 2 * n ** 3 / H100_BF16 / (dev["window_ns"] * 1e-9), abs=1e-5)
+    text = run_cli("info", path).stdout
+    assert "MFU" in text and "estimated" in text
+    b = TraceBuilder()
+    with b.step(0):
+        b.launch(GEMM, 100_000, op="aten::mm")
+    bare = run_cli("info", b.write_kineto(tmp_path / "bare.json.gz")).stdout
+    assert "record_shapes=True" in " ".join(bare.split())
+
+
+def test_html_report_has_roofline_and_table(tmp_path):
+    import re
+    import xml.etree.ElementTree as ET
+    import tracelint
+    html = tracelint.lint(_trace(tmp_path)).to_html()
+    svg = re.search(r'<svg[^>]*aria-label="Roofline.*?</svg>', html, re.S).group(0)
+    root = ET.fromstring(svg)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    pts = root.findall("s:circle", ns)
+    assert len(pts) == 2                                   # mm and softmax
+    big = max(pts, key=lambda c: float(c.get("r")))
+    assert "aten::mm" in big.find("s:title", ns).text      # the GEMM has most of the time
+    assert len(root.findall("s:polyline", ns)) >= 1        # the roofs
+    assert "Kernel efficiency" in html and "estimated" in html
+    assert ">measured<" not in html.split("Kernel efficiency")[1].split("<h2>")[0]
