@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracelint.efficiency.findings import for_context, roofline_evidence, where_for_call
-from tracelint.engine.finding import Evidence, Layer, Measure, Severity
+from tracelint.efficiency.findings import heavy_groups, roofline_evidence, share_evidence, where_for_call
+from tracelint.engine.finding import Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 
 #: Elements per 16 bytes: cuBLAS/CUTLASS tensor-core kernels need N and K (the contiguous
@@ -62,25 +62,18 @@ class GemmEfficiency(Rule):
     Options = Options
 
     def check(self, ctx):
-        eff, opt = for_context(ctx), self.options
-        if not eff.available:
-            return
-        calls = eff.calls
-        gemms = calls[(calls["kind"] == "gemm") & calls["math"].isin(list(ALIGN)) & (calls["bound"] != "unknown")]
-        for dev in eff.devices:
-            on = gemms[gemms["device"] == dev.device]
-            for (op, shape), rows in on.groupby(["op", "shape"], sort=False):
-                t = int(rows["kernel_ns"].sum())
-                if dev.kernel_ns <= 0 or t < opt.min_share * dev.kernel_ns or t < opt.min_ns:
-                    continue
-                first = rows.iloc[0]
-                bad = misaligned(first["work"], first["math"])
-                pct = float(rows["t_min_ns"].sum()) / t
-                if not bad and pct >= opt.max_pct_of_bound:
-                    continue
-                yield self._finding(ctx, eff, dev, op, shape, rows, t, pct, bad)
+        opt = self.options
 
-    def _finding(self, ctx, eff, dev, op, shape, rows, t, pct, bad):
+        def gemms(c):
+            return (c["kind"] == "gemm") & c["math"].isin(list(ALIGN)) & (c["bound"] != "unknown")
+        for dev, (op, shape), rows, t in heavy_groups(ctx, gemms, ["op", "shape"], opt.min_share, opt.min_ns):
+            first = rows.iloc[0]
+            bad = misaligned(first["work"], first["math"])
+            pct = float(rows["t_min_ns"].sum()) / t
+            if bad or pct < opt.max_pct_of_bound:
+                yield self._finding(ctx, dev, op, shape, rows, t, pct, bad)
+
+    def _finding(self, ctx, dev, op, shape, rows, t, pct, bad):
         opt, first = self.options, rows.iloc[0]
         target = float(rows["t_min_ns"].sum()) / opt.target_pct
         saving = max(0, int(t - target))
@@ -89,9 +82,7 @@ class GemmEfficiency(Rule):
         why = (f"{' and '.join(bad)} not a multiple of {ALIGN[first['math']]}" if bad
                else f"{pct:.0%} of its roofline bound")
         where = where_for_call(ctx, ctx.tl, first)
-        system = Evidence.measured(
-            f"{op} {shape}: {len(rows)} call(s), {t / 1e6:.2f} ms = {share:.1%} of {gpu}'s kernel time.",
-            gemm_ns=Measure(t, "ns"), share=Measure(round(share, 4), "ratio"))
+        system = share_evidence(f"{op} {shape}", len(rows), t, dev, "gemm_ns")
         kernel = roofline_evidence(rows, (
             f"{first['math'].upper()} GEMM at {pct:.0%} of its {first['bound']}-bound roofline limit "
             f"({rows['flops'].sum() / t / 1e3:.1f} TFLOP/s achieved vs {first['peak'] / 1e12:.0f} peak); "

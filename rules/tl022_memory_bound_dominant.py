@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracelint.efficiency.findings import for_context, roofline_evidence, where_for_call
-from tracelint.engine.finding import Evidence, Layer, Measure, Severity
+from tracelint.efficiency.findings import heavy_groups, roofline_evidence, share_evidence, where_for_call
+from tracelint.engine.finding import Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 
 #: Op kind -> the fused alternative that removes the memory traffic.
@@ -60,18 +60,12 @@ class MemoryBoundDominant(Rule):
     Options = Options
 
     def check(self, ctx):
-        eff, opt = for_context(ctx), self.options
-        if not eff.available:
-            return
-        calls = eff.calls
-        mem = calls[calls["kind"].isin(list(FUSED_FIX)) & (calls["bound"] == "memory")]
-        for dev in eff.devices:
-            on = mem[mem["device"] == dev.device]
-            for op, rows in on.groupby("op", sort=False):
-                t = int(rows["kernel_ns"].sum())
-                if dev.kernel_ns <= 0 or t < opt.min_share * dev.kernel_ns or t < opt.min_ns:
-                    continue
-                yield self._finding(ctx, dev, op, rows, t)
+        opt = self.options
+
+        def memory_bound(c):
+            return c["kind"].isin(list(FUSED_FIX)) & (c["bound"] == "memory")
+        for dev, op, rows, t in heavy_groups(ctx, memory_bound, "op", opt.min_share, opt.min_ns):
+            yield self._finding(ctx, dev, op, rows, t)
 
     def _finding(self, ctx, dev, op, rows, t):
         rows = rows.sort_values("kernel_ns", ascending=False)
@@ -82,9 +76,7 @@ class MemoryBoundDominant(Rule):
         gpu = dev.name or f"GPU {dev.device}"
         fix = FUSED_FIX[kind]
         where = where_for_call(ctx, ctx.tl, first)
-        system = Evidence.measured(
-            f"{op}: {len(rows)} call(s), {t / 1e6:.2f} ms = {share:.1%} of {gpu}'s kernel time.",
-            op_ns=Measure(t, "ns"), share=Measure(round(share, 4), "ratio"))
+        system = share_evidence(op, len(rows), t, dev, "op_ns")
         kernel = roofline_evidence(rows, (
             f"memory-bound ({kind}): {gbps:.0f} GB/s achieved, {pct:.0%} of the "
             f"{first['bandwidth'] / 1e9:.0f} GB/s bound; arithmetic intensity "

@@ -15,6 +15,30 @@ def for_context(ctx) -> Efficiency:
     return cached_efficiency(ctx.tl, ctx.launch_index("kernels"))
 
 
+def heavy_groups(ctx, select, by, min_share: float, min_ns: int):
+    """(device summary, group key, op-call rows, kernel ns) for groups of the selected op calls
+    that take at least min_share of their device's kernel time and min_ns; nothing without
+    shapes. `select(calls)` returns a boolean mask over the calls."""
+    eff = for_context(ctx)
+    if not eff.available:
+        return
+    calls = eff.calls[select(eff.calls)]
+    for dev in eff.devices:
+        for key, rows in calls[calls["device"] == dev.device].groupby(by, sort=False):
+            t = int(rows["kernel_ns"].sum())
+            if dev.kernel_ns > 0 and t >= min_share * dev.kernel_ns and t >= min_ns:
+                yield dev, key, rows, t
+
+
+def share_evidence(label: str, calls: int, t: int, dev, fact: str) -> Evidence:
+    """System-layer evidence: the group's measured share of its device's kernel time."""
+    share = t / dev.kernel_ns
+    gpu = dev.name or f"GPU {dev.device}"
+    return Evidence.measured(
+        f"{label}: {calls} call(s), {t / 1e6:.2f} ms = {share:.1%} of {gpu}'s kernel time.",
+        **{fact: Measure(t, "ns"), "share": Measure(round(share, 4), "ratio")})
+
+
 def roofline_evidence(rows: pd.DataFrame, summary: str, supports: bool = True) -> Evidence:
     """Kernel-layer evidence for op calls: an estimate, with its formula and inputs."""
     t = float(rows["kernel_ns"].sum())
