@@ -139,7 +139,8 @@ def test_html_report_has_roofline_and_table(tmp_path):
     import re
     import xml.etree.ElementTree as ET
     import tracelint
-    html = tracelint.lint(_trace(tmp_path)).to_html()
+    from tracelint.reporters import render
+    html = render(tracelint.lint(_trace(tmp_path)), "html")
     svg = re.search(r'<svg[^>]*aria-label="Roofline.*?</svg>', html, re.S).group(0)
     root = ET.fromstring(svg)
     ns = {"s": "http://www.w3.org/2000/svg"}

@@ -107,10 +107,9 @@ def test_attribution_matches_external_id_links():
     must agree with it for every kernel it attributes."""
     import tracelint
     from tracelint.efficiency.attribute import op_works
-    from tracelint.engine.context import Context
 
     tl = tracelint.load(SHARED / "traces/torch/tracelens_h100_nsfw_vit_inference.json.gz")
-    launch = Context(tl).launch_index("kernels")
+    launch = tl.launch_index("kernels")
     ow = op_works(tl, launch)
     assert len(ow) > 100
     api_ext = tl.api_calls["external_id"].to_numpy()

@@ -1,6 +1,6 @@
 """Attribute each op's modelled work to the kernels it launched.
 
-Link: kernel -> launching runtime call (correlation id, Context.launch_index) -> the innermost
+Link: kernel -> launching runtime call (correlation id, Timeline.launch_index) -> the innermost
 framework op (ranges kind "op") on the launching thread whose time contains the call -> that
 op's recorded shapes (meta.extra["op_inputs"], by External id). Time containment rather than
 the runtime call's External id, because older Kineto traces number the two differently.

@@ -21,8 +21,7 @@ def shape_summary(tl: Timeline, launch: np.ndarray | None = None) -> dict[str, d
     if not shapes_available(tl) or len(tl.kernels) == 0:
         return {}
     if launch is None:
-        from tracelint.engine.context import Context
-        launch = Context(tl).launch_index("kernels")
+        launch = tl.launch_index("kernels")
     calls = op_works(tl, launch)
     out: dict[str, dict[str, dict[str, int]]] = {}
     if len(calls) == 0:

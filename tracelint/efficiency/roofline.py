@@ -119,8 +119,7 @@ def cached_efficiency(tl: Timeline, launch: np.ndarray | None = None) -> Efficie
 def efficiency(tl: Timeline, launch: np.ndarray | None = None) -> Efficiency:
     """Roofline and MFU for every device; never raises on a trace without shapes."""
     if launch is None:
-        from tracelint.engine.context import Context
-        launch = Context(tl).launch_index("kernels")
+        launch = tl.launch_index("kernels")
     if len(tl.kernels) == 0:
         return Efficiency(False, "no kernels in the trace", pd.DataFrame(), pd.DataFrame(), [])
     if not shapes_available(tl):

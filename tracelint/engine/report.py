@@ -6,7 +6,7 @@ reporter renders from the same object.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .. import __version__
 from ..timeline.model import Timeline
@@ -40,6 +40,9 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)   # rule id -> why it did not run
     suppressed: int = 0                          # findings hidden by the baseline
     elapsed_s: dict[str, float] = field(default_factory=dict)   # load, rules, per rule
+    # Top-level JSON sections a higher layer attaches, computed when rendered
+    # (tracelint.api adds "efficiency"); name -> callable returning the section.
+    sections: dict[str, Callable[[], dict[str, Any]]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         tl = self.timeline
@@ -87,13 +90,8 @@ class Report:
             "skipped_rules": dict(self.skipped),
             "suppressed_by_baseline": self.suppressed,
             "timing_s": {k: round(v, 4) for k, v in self.elapsed_s.items()},
-            "efficiency": self.efficiency(),
+            **{name: make() for name, make in self.sections.items()},
         }
-
-    def efficiency(self) -> dict[str, Any]:
-        """Roofline / MFU estimates (tracelint.efficiency), shared with the rules that used them."""
-        from ..efficiency.roofline import cached_efficiency
-        return cached_efficiency(self.timeline).to_dict()
 
     def to_pandas(self):
         import pandas as pd
