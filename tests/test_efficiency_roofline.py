@@ -151,3 +151,21 @@ def test_html_report_has_roofline_and_table(tmp_path):
     assert len(root.findall("s:polyline", ns)) >= 1        # the roofs
     assert "Kernel efficiency" in html and "estimated" in html
     assert ">measured<" not in html.split("Kernel efficiency")[1].split("<h2>")[0]
+
+
+def test_ncu_measurements_shown_beside_the_estimate(tmp_path):
+    import json
+    import tracelint
+    from tracelint.reporters import render
+    csv = tmp_path / "ncu.csv"
+    csv.write_text('"ID","Kernel Name","dram__throughput.avg.pct_of_peak_sustained_elapsed",'
+                   '"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"\n'
+                   '"","","%","%"\n'
+                   f'"0","{GEMM}","12.5","71.0"\n"1","{GEMM}","13.5","73.0"\n')
+    doc = json.loads(render(tracelint.lint(_trace(tmp_path), ncu=csv), "json"))
+    rows = {r["op"]: r for r in doc["efficiency"]["kernels"]}
+    m = rows["aten::mm"]["measured"]
+    assert m["status"] == "measured" and m["source"] == "Nsight Compute"
+    assert m["metrics"]["dram__throughput.avg.pct_of_peak_sustained_elapsed"] == 13.0
+    assert rows["aten::mm"]["pct_of_bound"] is not None            # the estimate stays beside
+    assert "measured" not in rows["aten::_softmax"]                # no ncu row for it

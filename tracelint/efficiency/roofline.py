@@ -82,7 +82,9 @@ class Efficiency:
     devices: list[DeviceSummary]
     capture_hint: str | None = None
 
-    def to_dict(self, top: int = 50) -> dict[str, Any]:
+    def to_dict(self, top: int = 50, ncu: pd.DataFrame | None = None) -> dict[str, Any]:
+        """JSON form; with Nsight Compute results (`--ncu`), each kernel row also carries the
+        measured throughput metrics of that kernel beside the estimate (they win)."""
         out: dict[str, Any] = {"status": "estimated", "available": self.available,
                                "reason": self.reason, "formula": FORMULA,
                                "devices": [d.to_dict() for d in self.devices]}
@@ -98,8 +100,26 @@ class Efficiency:
                 "achieved_gbps": _round(r.achieved_bps / 1e9),
                 "arithmetic_intensity": _round(r.intensity),
                 "bound": r.bound, "pct_of_bound": _round(r.pct_of_bound, 4)})
+            measured = _ncu_for(ncu, str(r.main_kernel))
+            if measured:
+                rows[-1]["measured"] = {"source": "Nsight Compute", "status": "measured", "metrics": measured}
         out["kernels"] = rows
         return out
+
+
+_NCU_THROUGHPUT = re.compile(r"throughput|tensor|Memory \[%\]|Compute \(SM\)|dram__bytes", re.IGNORECASE)
+
+
+def _ncu_for(ncu: pd.DataFrame | None, kernel: str) -> dict[str, float]:
+    """Mean of the throughput metrics Nsight Compute measured for this kernel (by full name,
+    or by its function name without the parameter list)."""
+    if ncu is None or len(ncu) == 0:
+        return {}
+    base = kernel.split("(")[0].removeprefix("void ").strip()
+    names = ncu["kernel"].astype(str)
+    rows = ncu[(names == kernel) | (names.str.split("(").str[0].str.removeprefix("void ").str.strip() == base)]
+    rows = rows[rows["metric"].astype(str).str.contains(_NCU_THROUGHPUT)]
+    return {str(m): round(float(v), 3) for m, v in rows.groupby("metric")["value"].mean().items()}
 
 
 def _round(x, nd: int = 3):
