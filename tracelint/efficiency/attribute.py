@@ -9,6 +9,7 @@ once, over the summed time of all its kernels.
 """
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -97,24 +98,37 @@ def op_works(tl: Timeline, launch: np.ndarray) -> pd.DataFrame:
     dur, kdev, kname = ke - ks, k["device"].to_numpy(), k["name"].array
     order = sel[np.argsort(op_row[sel], kind="stable")]
     bounds = np.flatnonzero(np.diff(op_row[order])) + 1
-    memo: dict[tuple, Work | None] = {}
+    memo: dict[tuple, tuple[Work | None, str]] = {}
     rows = []
     for kr in np.split(order, bounds) if len(order) else []:
         orow = int(op_row[kr[0]])
         rec = inputs.get(int(ext[orow]))
         if rec is None or rec[0] != names[orow]:
             continue
-        key = (rec[0], repr(rec[1]), repr(rec[2]), repr(rec[3]))
-        if key not in memo:
-            memo[key] = op_work(rec[0], rec[1], rec[2], rec[3])
-        w = memo[key]
+        if rec not in memo:
+            dims, types, concrete = (_decoded(x) for x in rec[1:4])
+            w = op_work(rec[0], dims, types, concrete)
+            memo[rec] = (w, shape_text(dims, types) if w is not None else "")
+        w, shape = memo[rec]
         if w is None:
             continue
         main = kr[np.argmax(dur[kr])]
         rows.append((orow, rec[0], int(kdev[main]), int(ks[kr].min()), int(ke[kr].max()),
                      int(dur[kr].sum()), len(kr), str(kname[main]), w.flops, w.bytes, w.dtype,
-                     w.kind, shape_text(rec[1], rec[2]), w, kr.tolist()))
+                     w.kind, shape, w, kr.tolist()))
     return pd.DataFrame(rows, columns=cols)
+
+
+def _decoded(value):
+    """The importer keeps op inputs as JSON bytes (decoded here, once per distinct record)."""
+    if isinstance(value, (bytes, bytearray)):
+        if not value:
+            return None
+        try:
+            return msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            return None
+    return value
 
 
 def shape_text(dims, types) -> str:

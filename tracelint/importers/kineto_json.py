@@ -78,9 +78,10 @@ class _Args(msgspec.Struct, gc=False):
     registers: Any = msgspec.field(default=-1, name="registers per thread")
     nbytes: Any = msgspec.field(default=-1, name="bytes")
     # record_shapes=True: op inputs, kept per External id for the efficiency work models.
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    input_type: Any = msgspec.field(default=None, name="Input type")
-    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    # Raw: left undecoded (a byte copy is kept), decoded only when an efficiency model asks.
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
 
 
 _NO_ARGS = _Args()
@@ -310,7 +311,7 @@ class _Builder:
         self.flow_chunks: list[int] = []
         self.bad_ts = self.non_x = self.filled = 0
         self.window: tuple[int, int] | None = None
-        self.op_inputs: dict[int, tuple] = {}     # External id -> (name, dims, types, concrete)
+        self.op_inputs: dict[int, tuple] = {}     # External id -> (name, dims, types, concrete) JSON
 
     def add_chunk(self, lo: int, events: list[_Event], raws: list) -> None:
         buckets: dict[str, list[_Event]] = defaultdict(list)
@@ -375,7 +376,8 @@ class _Builder:
             for e, ext in zip(xs, c["external_id"]):
                 if e.args is not None and e.args.input_dims and ext >= 0:
                     a = e.args
-                    self.op_inputs[int(ext)] = (e.name, a.input_dims, a.input_type, a.concrete)
+                    self.op_inputs[int(ext)] = (e.name, bytes(a.input_dims), bytes(a.input_type),
+                                                bytes(a.concrete))
             if cat == "gpu_user_annotation":
                 _device_stream(c, args)
             else:     # CPU ops may carry a stream (Triton launches): not device work
