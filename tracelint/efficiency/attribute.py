@@ -93,17 +93,28 @@ def op_works(tl: Timeline, launch: np.ndarray) -> pd.DataFrame:
     sel = np.flatnonzero(op_row >= 0)
     r = tl.ranges
     ext = r["external_id"].to_numpy()
-    names = r["name"].astype(str).to_numpy() if len(r) else np.array([], dtype=object)
+    r_codes = r["name"].cat.codes.to_numpy()
+    r_cats = np.asarray(r["name"].cat.categories, dtype=object)
     ks, ke = k["start"].to_numpy(), k["end"].to_numpy()
-    dur, kdev, kname = ke - ks, k["device"].to_numpy(), k["name"].array
-    order = sel[np.argsort(op_row[sel], kind="stable")]
-    bounds = np.flatnonzero(np.diff(op_row[order])) + 1
+    dur, kdev = ke - ks, k["device"].to_numpy()
+    kcodes = k["name"].cat.codes.to_numpy()
+    kcats = np.asarray(k["name"].cat.categories, dtype=object)
+    # kernels grouped by op call, longest first within each group: per-group sums by reduceat
+    order = sel[np.lexsort((-dur[sel], op_row[sel]))]
+    if len(order) == 0:
+        return pd.DataFrame(columns=cols)
+    first = np.r_[0, np.flatnonzero(np.diff(op_row[order])) + 1]
+    g_start = np.minimum.reduceat(ks[order], first)
+    g_end = np.maximum.reduceat(ke[order], first)
+    g_ns = np.add.reduceat(dur[order], first)
+    g_n = np.diff(np.r_[first, len(order)])
     memo: dict[tuple, tuple[Work | None, str]] = {}
     rows = []
-    for kr in np.split(order, bounds) if len(order) else []:
-        orow = int(op_row[kr[0]])
+    for i, at in enumerate(first):
+        main = order[at]                                    # the longest kernel of the call
+        orow = int(op_row[main])
         rec = inputs.get(int(ext[orow]))
-        if rec is None or rec[0] != names[orow]:
+        if rec is None or rec[0] != r_cats[r_codes[orow]]:
             continue
         if rec not in memo:
             dims, types, concrete = (_decoded(x) for x in rec[1:4])
@@ -112,10 +123,9 @@ def op_works(tl: Timeline, launch: np.ndarray) -> pd.DataFrame:
         w, shape = memo[rec]
         if w is None:
             continue
-        main = kr[np.argmax(dur[kr])]
-        rows.append((orow, rec[0], int(kdev[main]), int(ks[kr].min()), int(ke[kr].max()),
-                     int(dur[kr].sum()), len(kr), str(kname[main]), w.flops, w.bytes, w.dtype,
-                     w.kind, shape, w, kr.tolist()))
+        rows.append((orow, rec[0], int(kdev[main]), int(g_start[i]), int(g_end[i]), int(g_ns[i]),
+                     int(g_n[i]), str(kcats[kcodes[main]]), w.flops, w.bytes, w.dtype, w.kind, shape,
+                     w, np.sort(order[at:at + g_n[i]]).tolist()))
     return pd.DataFrame(rows, columns=cols)
 
 
