@@ -130,3 +130,11 @@ def test_out_argument_is_written_not_read():
     assert w.bytes == 2 * 4 * 32 * 64 * 112 * 112
     add = op_work("aten::add", [[8, 8], [8, 8], []], [F32, F32, "Scalar"])   # a + b: both read
     assert add.bytes == 3 * 4 * 64
+
+
+def test_hostile_shapes_give_no_estimate():
+    assert op_work("aten::mm", [[-4, 4], [4, 4]], [BF16, BF16]) is None
+    assert op_work("aten::mm", [[True, 4], [4, 4]], [BF16, BF16]) is None
+    assert op_work("aten::_softmax", [[{"a": 1}], [], []], [BF16, "Scalar", "Scalar"]) is None
+    assert op_work("aten::addmm", [[4], [4, 4], [4, 4]], None) is None      # types missing
+    assert op_work("aten::_flash_attention_forward", [[1, 2, 3]] * 3, [BF16] * 3) is None

@@ -46,13 +46,13 @@ class OpArgs:
         out = []
         for i, d in enumerate(self.dims):
             t = self.types[i] if i < len(self.types) else ""
-            if isinstance(d, list) and d and all(isinstance(x, int) for x in d) and t in DTYPES:
+            if isinstance(d, list) and d and _is_shape(d) and t in DTYPES:
                 out.append((d, t))
         return out
 
     def dim(self, i: int) -> list[int] | None:
         d = self.dims[i] if i < len(self.dims) else None
-        return d if isinstance(d, list) and d and all(isinstance(x, int) for x in d) else None
+        return d if isinstance(d, list) and d and _is_shape(d) else None
 
     def value(self, i: int) -> str | None:
         c = self.concrete[i] if self.concrete and i < len(self.concrete) else None
@@ -71,6 +71,11 @@ class OpArgs:
     def flag(self, i: int) -> bool | None:
         v = self.value(i)
         return {"True": True, "False": False, "1": True, "0": False}.get(v) if v else None
+
+
+def _is_shape(d: list) -> bool:
+    """A recorded tensor shape: non-negative integers (not bools, not strings)."""
+    return all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in d)
 
 
 def numel(shape) -> int:
@@ -357,5 +362,5 @@ def op_work(op: str, dims: Any, types: Any, concrete: Any = None) -> Work | None
                   concrete if isinstance(concrete, list) else [])
     try:
         return model(op, args)
-    except (TypeError, ValueError, IndexError, ZeroDivisionError):
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError, AttributeError):
         return None          # a shape the model does not understand: no estimate, not a crash
