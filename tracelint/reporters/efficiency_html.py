@@ -26,7 +26,7 @@ def efficiency_section(report) -> dict[str, Any] | None:
         dd = d.to_dict()
         devices.append({
             "id": d.device, "name": clean(d.name or f"GPU {d.device}", 60), "match": clean(d.match.reason),
-            "mfu": f"{d.mfu:.1%}" if d.mfu is not None else "unknown (device not in the table)",
+            "mfu": f"{d.mfu:.1%}" if d.mfu is not None else "unknown (no peak for this device)",
             "model_tflops": f"{dd['model_tflops_per_s']:.1f}" if dd["model_tflops_per_s"] is not None else "?",
             "bandwidth": f"{dd['achieved_min_bandwidth_gbps']:.0f}" if dd["achieved_min_bandwidth_gbps"] else "?",
             "modelled": f"{dd['modelled_share']:.0%}"})
