@@ -138,3 +138,16 @@ def test_hostile_shapes_give_no_estimate():
     assert op_work("aten::_softmax", [[{"a": 1}], [], []], [BF16, "Scalar", "Scalar"]) is None
     assert op_work("aten::addmm", [[4], [4, 4], [4, 4]], None) is None      # types missing
     assert op_work("aten::_flash_attention_forward", [[1, 2, 3]] * 3, [BF16] * 3) is None
+
+
+def test_attention_backward_and_transposed_conv():
+    # _flash_attention_backward(grad_out, q, k, v, out, lse, cum_q, cum_k, max_q, max_k,
+    #                           dropout_p, is_causal, ...): is_causal is argument 11
+    dims = [[2, 8, 4, 16]] * 5 + [[]] * 10
+    concrete = [""] * 11 + ["True"] + [""] * 3
+    bwd = op_work("aten::_flash_attention_backward", dims, [BF16] * 5 + ["Scalar"] * 10, concrete)
+    assert bwd.flops == 10 * 2 * 4 * 16 * 36 and bwd.inputs["causal"] and bwd.inputs["pass"] == "bwd"
+    tconv = op_work("aten::convolution", [[1, 8, 4, 4], [8, 4, 3, 3], [], [], [], [], [], [], []],
+                    [F32, F32, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+                    ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "True", "[1, 1]", "1"])
+    assert tconv is None                                   # transposed: no forward formula

@@ -145,6 +145,8 @@ def conv_forward(op: str, a: OpArgs) -> Work | None:
     pos = _CONV_ARGS.get(op)
     if not (x and w and pos) or len(x) != len(w):
         return None
+    if op in ("aten::convolution", "aten::_convolution") and a.flag(6):
+        return None                      # transposed: the output size follows another formula
     nsp = len(x) - 2
     stride, pad, dil = (a.ints(p) for p in pos)
     if stride is None or pad is None:
@@ -207,9 +209,9 @@ _ATTN = {"aten::_flash_attention_forward": ("bshd", 8, False),
          "aten::_scaled_dot_product_flash_attention": ("bhsd", 4, False),
          "aten::_scaled_dot_product_efficient_attention": ("bhsd", 6, False),
          "aten::_scaled_dot_product_cudnn_attention": ("bhsd", 6, False),
-         "aten::_efficient_attention_forward": ("bshd", 8, False),
-         "aten::_flash_attention_backward": ("bshd", 10, True),
-         "aten::_scaled_dot_product_flash_attention_backward": ("bhsd", 9, True)}
+         "aten::_efficient_attention_forward": ("bshd", 9, False),     # custom_mask_type
+         "aten::_flash_attention_backward": ("bshd", 11, True),
+         "aten::_scaled_dot_product_flash_attention_backward": ("bhsd", 11, True)}
 
 
 def causal_pairs(sq: int, sk: int) -> int:
@@ -232,7 +234,10 @@ def attention(op: str, a: OpArgs) -> Work | None:
     else:
         b, h, sq, d = q
         sk = k[2]
-    causal = bool(a.flag(causal_at))
+    if op == "aten::_efficient_attention_forward":     # custom_mask_type: 0 none, 1/2 causal
+        causal = a.value(causal_at) in ("1", "2")
+    else:
+        causal = bool(a.flag(causal_at))
     # score pairs: all Sq·Sk, or for causal masking (aligned to the bottom right as flash
     # attention does) the pairs j <= i + (Sk - Sq)
     pairs = causal_pairs(sq, sk) if causal else sq * sk
