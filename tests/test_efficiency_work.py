@@ -48,8 +48,11 @@ def test_conv_backward_passes():
                 ["GenericList", F32, F32])
     assert d.flops == 2 * 32 * 2048 * 49 * 512 and d.inputs["pass"] == "dgrad"
     g = op_work("aten::cudnn_convolution_backward_weight", [[], [32, 2048, 7, 7], [32, 512, 7, 7]],
-                ["GenericList", F32, F32])
+                ["GenericList", F32, F32], ["[2048, 512, 1, 1]", "", ""])
     assert g.flops == d.flops and g.inputs["pass"] == "wgrad"
+    # without the weight size a 1x1 and a padded 3x3 convolution look the same: no estimate
+    assert op_work("aten::cudnn_convolution_backward_weight", [[], [32, 64, 56, 56], [32, 64, 56, 56]],
+                   ["GenericList", F32, F32]) is None
     both = op_work("aten::convolution_backward",
                    [[10, 512, 7, 7], [10, 512, 7, 7], [512, 512, 3, 3], [], [], [], [], [], [], [], []],
                    [BF16] * 3 + ["ScalarList"] * 4 + ["Scalar", "ScalarList", "Scalar", "ScalarList"],
