@@ -93,7 +93,8 @@ def test_memory_bound_models():
     assert mul.bytes == 2 * 2 * 5185 * 1024 and mul.flops == 5185 * 1024
     cp = op_work("aten::copy_", [[1, 3, 8, 8], [1, 3, 8, 8], []], [BF16, F32, "Scalar"])
     assert cp.bytes == 192 * 2 + 192 * 4 and cp.flops == 0
-    emb = op_work("aten::index_select", [[5185, 1024], [], [5185]], [BF16, "Scalar", "long int"])
+    emb = op_work("aten::index_select", [[5185, 1024], [], [5185]], [BF16, "Scalar", "long int"],
+                  ["", "0", ""])
     assert emb.bytes == 2 * 5185 * 1024 * 2 + 5185 * 8
 
 
@@ -154,3 +155,9 @@ def test_attention_backward_and_transposed_conv():
                     [F32, F32, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
                     ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "True", "[1, 1]", "1"])
     assert tconv is None                                   # transposed: no forward formula
+
+
+def test_index_select_only_along_rows():
+    assert op_work("aten::index_select", [[5185, 1024], [], [5185]], [BF16, "Scalar", "long int"],
+                   ["", "1", ""]) is None
+    assert op_work("aten::index_select", [[5185, 1024], [], [5185]], [BF16, "Scalar", "long int"]) is None

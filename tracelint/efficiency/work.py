@@ -350,7 +350,9 @@ MODELS: dict[str, Callable[[str, OpArgs], Work | None]] = {
     **{f"aten::{n}": (lambda op, a: _reduction(a)) for n in
        ("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "linalg_vector_norm",
         "norm", "all", "any")},
-    **{f"aten::{n}": (lambda op, a: _gather(a)) for n in ("embedding", "index_select")},
+    "aten::embedding": lambda op, a: _gather(a),
+    # index_select(self, dim, index): rows only when dim is recorded as 0
+    "aten::index_select": lambda op, a: _gather(a) if a.value(1) == "0" else None,
     **{f"aten::{n}": (lambda op, a: _copy(a)) for n in
        ("copy_", "_to_copy", "clone", "contiguous", "cat", "_cat", "stack")},
 }
