@@ -9,23 +9,14 @@ Usage: .venv/bin/python bench/bench_efficiency.py [--runs 3]
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
+
+from bench_lint import median_time      # same folder: the script's directory is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = ["tracelens_h100_owlv2_inference.json.gz", "kineto_tbplugin_resnet50_v100_2021-06.pt.trace.json.gz",
           "tracelens_mi300x_resnet_actckpt_rank0of8.json.gz"]
-
-
-def median_time(fn, runs: int) -> float:
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def main() -> int:
