@@ -36,7 +36,9 @@ def test_lint_and_reports_on_real_trace(path):
         assert f["severity"] in ("error", "warning", "info") and f["impact_ns"] >= 0
         assert set(f["evidence"]) == {"system", "kernel", "microarch"}
         for layer in f["evidence"].values():
-            assert layer["status"] in ("measured", "not_captured", "not_applicable")
+            assert layer["status"] in ("measured", "not_captured", "not_applicable", "estimated")
+            if layer["status"] == "estimated":
+                assert layer.get("formula"), f"{f['rule']}: an estimate without its formula"
             if layer["status"] == "not_captured":
                 assert layer.get("capture_hint"), f"{f['rule']}: not captured without a hint"
     sarif = render_sarif(report)

@@ -66,6 +66,8 @@ def lint(source: "str | Path | Timeline", config: "Config | None" = None,
         from .cases.match import match_findings
         match_findings(report.findings, default_libraries(config.case_libraries), timeline=tl)
     report.elapsed_s = {"load": t_load, "rules": time.perf_counter() - t1, **report.elapsed_s}
+    from .efficiency.roofline import cached_efficiency
+    report.sections["efficiency"] = lambda: cached_efficiency(tl).to_dict(ncu=ncu_df)
     return report
 
 

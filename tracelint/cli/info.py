@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..efficiency.info import efficiency_info, print_efficiency
 from ..timeline.summary import trace_info
 from .app import app
 from .common import fmt_ns, load_trace
@@ -22,6 +23,7 @@ def info(
     """What is in a trace: format, span, devices, streams, counts, GPU busy %, top kernels."""
     tl = load_trace(trace, progress=not as_json)
     data = trace_info(tl)
+    data["efficiency"] = efficiency_info(tl)
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -65,5 +67,6 @@ def info(
             t.add_row(fmt_ns(k["total_ns"]), f"{k['share']:.1%}", f"{k['count']:,}", fmt_ns(k["median_ns"]),
                       escape(k["name"][:120]))
         console.print(t)
+    print_efficiency(console, data["efficiency"])
     for note in data["notes"]:
         console.print(f"[dim]note: {escape(note)}[/]")

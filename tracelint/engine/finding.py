@@ -47,7 +47,9 @@ class Measure:
 class Evidence:
     """One layer's evidence: measured facts, or why it is missing and how to capture it.
 
-    status: measured | not_captured | not_applicable
+    status: measured | not_captured | not_applicable | estimated. `estimated`: computed from a
+    model (e.g. FLOPs from op shapes over a datasheet peak), not observed; it carries the
+    formula and its inputs, and the verdict weighs it below measured evidence.
     """
 
     status: str
@@ -57,6 +59,8 @@ class Evidence:
     # True when the measured facts support the finding, False when they contradict it,
     # None when they neither support nor contradict (or nothing was measured).
     supports: bool | None = None
+    formula: str | None = None                               # estimated: how it was computed
+    inputs: dict[str, Any] = field(default_factory=dict)     # estimated: what went in
 
     @classmethod
     def measured(cls, summary: str, supports: bool | None = True, **facts: Measure) -> "Evidence":
@@ -70,6 +74,11 @@ class Evidence:
     def not_applicable(cls, summary: str) -> "Evidence":
         return cls("not_applicable", summary, {}, None, None)
 
+    @classmethod
+    def estimated(cls, summary: str, formula: str, inputs: dict[str, Any] | None = None,
+                  supports: bool | None = True, **facts: Measure) -> "Evidence":
+        return cls("estimated", summary, dict(facts), None, supports, formula, dict(inputs or {}))
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"status": self.status, "summary": self.summary,
                              "facts": {k: m.to_dict() for k, m in self.facts.items()}}
@@ -77,6 +86,10 @@ class Evidence:
             d["capture_hint"] = self.capture_hint
         if self.supports is not None:
             d["supports"] = self.supports
+        if self.formula:
+            d["formula"] = self.formula
+        if self.inputs:
+            d["inputs"] = self.inputs
         return d
 
 
@@ -144,7 +157,8 @@ class Finding:
         measured = [e for e in self.evidence.values() if e.status == "measured"]
         if any(e.supports is False for e in measured):
             return "conflict"
-        missing = [e for e in self.evidence.values() if e.status == "not_captured"]
+        # an estimate neither confirms nor refutes on its own: it counts as not yet measured
+        missing = [e for e in self.evidence.values() if e.status in ("not_captured", "estimated")]
         return "partial" if missing else "agree"
 
     def fingerprint(self) -> str:

@@ -6,13 +6,13 @@ reporter renders from the same object.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .. import __version__
 from ..timeline.model import Timeline
 from .finding import Finding, Severity
 
-JSON_SCHEMA_VERSION = "1.0"
+JSON_SCHEMA_VERSION = "1.1"   # 1.1: evidence status "estimated", `efficiency`
 
 
 @dataclass
@@ -40,6 +40,9 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)   # rule id -> why it did not run
     suppressed: int = 0                          # findings hidden by the baseline
     elapsed_s: dict[str, float] = field(default_factory=dict)   # load, rules, per rule
+    # Top-level JSON sections a higher layer attaches, computed when rendered
+    # (tracelint.api adds "efficiency"); name -> callable returning the section.
+    sections: dict[str, Callable[[], dict[str, Any]]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         tl = self.timeline
@@ -87,6 +90,7 @@ class Report:
             "skipped_rules": dict(self.skipped),
             "suppressed_by_baseline": self.suppressed,
             "timing_s": {k: round(v, 4) for k, v in self.elapsed_s.items()},
+            **{name: make() for name, make in self.sections.items()},
         }
 
     def to_pandas(self):

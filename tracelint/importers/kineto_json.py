@@ -77,6 +77,11 @@ class _Args(msgspec.Struct, gc=False):
     block: Any = None
     registers: Any = msgspec.field(default=-1, name="registers per thread")
     nbytes: Any = msgspec.field(default=-1, name="bytes")
+    # record_shapes=True: op inputs, kept per External id for the efficiency work models.
+    # Raw: left undecoded (a byte copy is kept), decoded only when an efficiency model asks.
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
 
 
 _NO_ARGS = _Args()
@@ -306,6 +311,7 @@ class _Builder:
         self.flow_chunks: list[int] = []
         self.bad_ts = self.non_x = self.filled = 0
         self.window: tuple[int, int] | None = None
+        self.op_inputs: dict[int, tuple] = {}     # External id -> (name, dims, types, concrete) JSON
 
     def add_chunk(self, lo: int, events: list[_Event], raws: list) -> None:
         buckets: dict[str, list[_Event]] = defaultdict(list)
@@ -367,6 +373,11 @@ class _Builder:
         elif table == "ranges":
             c["external_id"] = _external_ids(args)
             c["kind"] = np.full(len(xs), _RANGE_KIND[cat], np.int8)
+            for e, ext in zip(xs, c["external_id"]):
+                if e.args is not None and e.args.input_dims and ext >= 0:
+                    a = e.args
+                    self.op_inputs[int(ext)] = (e.name, bytes(a.input_dims), bytes(a.input_type),
+                                                bytes(a.concrete))
             if cat == "gpu_user_annotation":
                 _device_stream(c, args)
             else:     # CPU ops may carry a stream (Triton launches): not device work
@@ -698,6 +709,8 @@ def _extra(info: _TraceInfo, tl: Timeline, build: _Builder, specials: list[dict]
         "profiler_flags": [k for k in _FLAG_KEYS if getattr(top, k)],
         "thread_names": {}, "process_names": {},
     }
+    if build.op_inputs:
+        extra["op_inputs"] = build.op_inputs
     for key, value in (("trace_name", top.traceName), ("base_time_ns", top.baseTimeNanoseconds),
                        ("display_time_unit", top.displayTimeUnit), ("trace_id", top.trace_id)):
         if value is not None:

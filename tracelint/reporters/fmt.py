@@ -14,9 +14,9 @@ from ..engine.report import Report
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
-STATUS_MARK = {"measured": "✓", "not_captured": "✗", "not_applicable": "–"}
+STATUS_MARK = {"measured": "✓", "not_captured": "✗", "not_applicable": "–", "estimated": "≈"}
 STATUS_WORDS = {"measured": "measured", "not_captured": "not captured",
-                "not_applicable": "not applicable"}
+                "not_applicable": "not applicable", "estimated": "estimated"}
 
 
 def clean(text: Any, limit: int | None = None) -> str:

@@ -19,6 +19,7 @@ from ..engine.finding import LAYERS, VERDICT_ADVICE, Finding
 from ..engine.report import Report
 from ..timeline import intervals
 from . import svg
+from .efficiency_html import efficiency_section
 from .fmt import (STATUS_MARK, STATUS_WORDS, clean, fact_label, finding_windows, fmt_count,
                   fmt_measure, fmt_ms, fmt_ns, fmt_share, trace_origin, where_parts)
 from .templating import environment
@@ -206,6 +207,7 @@ def render_html(report: Report, max_cards: int = MAX_CARDS, max_rows: int = MAX_
         "notes": [clean(n) for n in s["notes"]],
         "devices": _devices(report, numbered) if s["has_gpu_activity"] else [],
         "plots": _plots(report),
+        "efficiency": efficiency_section(report),
         "cards": [_card(n, f, origin) for n, f in numbered[:max_cards]],
         "rows": [_row(n, f, origin) for n, f in numbered[max_cards:max_cards + max_rows]],
         "rows_dropped": max(len(ordered) - max_cards - max_rows, 0),

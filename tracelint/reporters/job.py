@@ -11,7 +11,7 @@ from typing import Any
 from .. import __version__
 from ..engine.finding import LAYERS, Finding
 from ..ranks.report import JobReport
-from .fmt import clean, fmt_bytes, fmt_ns
+from .fmt import STATUS_MARK, clean, fmt_bytes, fmt_ns
 from .templating import environment
 
 
@@ -112,7 +112,7 @@ def render_job_terminal(report: JobReport, console=None, verbose: bool = False,
                 ev = f.evidence.get(layer)
                 if ev is None or (ev.status == "not_applicable" and not verbose):
                     continue
-                mark = {"measured": "✓", "not_captured": "✗", "not_applicable": "–"}[ev.status]
+                mark = STATUS_MARK.get(ev.status, "?")
                 p(f"  [dim]{layer.value}[/] {mark} {e(ev.summary)}")
                 if verbose and ev.capture_hint:
                     p(f"    [dim]capture: {e(ev.capture_hint)}[/]")

@@ -69,8 +69,9 @@ def _details(n: int, f: Finding, origin: int) -> str:
         lines.append("- **Evidence**: " + " · ".join(ev))
     for layer in LAYERS:
         e = f.evidence.get(layer)
-        if e is not None and e.status == "measured" and e.summary:
-            lines.append(f"  - {layer.value}: {md_escape(e.summary, 300)}")
+        if e is not None and e.status in ("measured", "estimated") and e.summary:
+            est = "estimated: " if e.status == "estimated" else ""
+            lines.append(f"  - {layer.value}: {est}{md_escape(e.summary, 300)}")
         elif e is not None and e.status == "not_captured" and e.capture_hint:
             lines.append(f"  - {layer.value}: not captured; capture with "
                          f"{md_escape(e.capture_hint, 200)}")

@@ -17,7 +17,8 @@ from .fmt import (STATUS_MARK, STATUS_WORDS, clean, fmt_measure, fmt_ms, fmt_ns,
                   trace_origin, where_parts)
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-STATUS_STYLE = {"measured": "green", "not_captured": "red", "not_applicable": "dim"}
+STATUS_STYLE = {"measured": "green", "not_captured": "red", "not_applicable": "dim",
+                "estimated": "yellow"}
 VERDICT_STYLE = {"agree": "green", "conflict": "bold magenta", "partial": "yellow"}
 MAX_FULL = 30        # findings printed as full blocks without -v
 MAX_LINES = 300      # further findings printed as one line each without -v
@@ -98,9 +99,9 @@ def _evidence_lines(f: Finding, verbose: bool) -> list[str]:
         if ev.status == "measured" and ev.supports is False:
             style, mark = "magenta", "≠"
         head = f"    [{style}]{mark} {layer.value:<9}[/] "
-        if ev.status == "measured":
+        if ev.status in ("measured", "estimated"):
             text = _e(ev.summary, None if verbose else 200)
-            out.append(head + text)
+            out.append(head + ("[yellow]estimated:[/] " if ev.status == "estimated" else "") + text)
             if verbose and ev.facts:
                 facts = ", ".join(f"{escape(clean(k))}={escape(fmt_measure(m))}"
                                   for k, m in ev.facts.items())
