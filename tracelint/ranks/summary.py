@@ -198,6 +198,7 @@ def summarize_source(source: str, config=None, run_rules: bool = True) -> list[R
         with local_copy(str(source)) as path:
             tl = load(path)
             tl.meta.source = str(source)
+            tl.meta.extra["read_from"] = str(path)      # the secret scan reads the local copy
             t_load = time.perf_counter() - t0
             parts = split_processes(tl)
             comm_pass = tl.meta.format == "kineto-json"

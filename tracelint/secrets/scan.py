@@ -583,9 +583,15 @@ def _listing(items: list[str], total: int, limit: int = 6) -> str:
     return ", ".join(shown) + (f" and {more} more" if more else "")
 
 
+def scan_path(tl) -> str:
+    """The file the trace was read from: its source, or the local copy a job worker read a
+    URL through (meta.extra['read_from'])."""
+    return str(tl.meta.extra.get("read_from") or tl.meta.source)
+
+
 def why_unscannable(tl) -> str | None:
     """None when the trace's own file can be scanned, else why not (the rule is skipped)."""
-    if not is_file(tl.meta.source):
+    if not is_file(scan_path(tl)):
         return ("the trace was not loaded from a file that can be read again (an in-memory "
                 "Timeline, or a .nsys-rep exported to a temporary SQLite file): scan the "
                 "file itself with `tracelint redact --check FILE`")
@@ -603,16 +609,16 @@ def rule_findings(rule, ctx, category: str, by_container: bool = True):
     from ..errors import TracelintError
     tl = ctx.tl
     src = tl.meta.source
-    if not is_file(src):
+    if not is_file(scan_path(tl)):
         return
     try:
-        res = scan_file(src, deep=False)
+        res = scan_file(scan_path(tl), deep=False)
     except (TracelintError, OSError, sqlite3.Error):
         return
     if tl.meta.format and res.format != tl.meta.format:
         return
     if res.partial and category == P.SECRET:
-        yield _partial_scan_finding(rule, ctx, src)
+        yield _partial_scan_finding(rule, ctx, scan_path(tl))
     for kind, container, n, hits in grouped(res, category, by_container):
         label = P.KIND_LABELS.get(kind, kind)
         locations = list(dict.fromkeys(h.location for h in hits))
