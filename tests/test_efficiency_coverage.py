@@ -56,3 +56,20 @@ def test_merge_runs(tmp_path):
     b = shape_summary(_trace(tmp_path, "b", [256, 512]))
     m = merge_summaries([a, b])["aten::mm"]
     assert len(m) == 3 and m["[256,1024]bf16 x [1024,1024]bf16"]["calls"] == 6
+
+
+def test_diff_and_gate_warn_when_a_benchmark_covers_one_shape(tmp_path):
+    """The wiring: a one-shape benchmark compared with a many-shape production run says so in
+    the diff's notes and the gate's warnings; the same shapes on both sides say nothing."""
+    from tracelint.analysis.buckets import profile
+    from tracelint.analysis.diff import diff_profiles
+    from tracelint.analysis.gate import run_gate
+    from tracelint.analysis.perf_baseline import make_baseline
+    prod = profile(_trace(tmp_path, "prod", [128, 256, 512, 1024, 2048]))
+    bench = profile(_trace(tmp_path, "bench", [1024], reps=10))
+    same = profile(_trace(tmp_path, "same", [128, 256, 512, 1024, 2048]))
+    note = "aten::mm: the comparison covers 1 shape"
+    assert any(n.startswith(note) for n in diff_profiles([prod], [bench]).notes)
+    assert not any(n.startswith("aten::mm:") for n in diff_profiles([prod], [same]).notes)
+    gate = run_gate(make_baseline([prod]), [bench])
+    assert any(w.startswith(note) for w in gate.warnings)

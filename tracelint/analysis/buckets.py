@@ -358,8 +358,9 @@ def trace_meta(tl: Timeline) -> dict[str, Any]:
             versions[str(k)] = v
     used = set(tl.devices_in_use())
     devices = [d for d in m.devices if not used or d.id in used] or list(m.devices)
+    from ..efficiency.coverage import shape_summary
     return {"devices": [d.name or f"device {d.id}" for d in devices], "versions": versions,
-            "rank": m.rank, "world_size": m.world_size}
+            "rank": m.rank, "world_size": m.world_size, "shapes": shape_summary(tl)}
 
 
 def _syncs(tl: Timeline) -> dict[str, np.ndarray]:

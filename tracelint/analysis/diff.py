@@ -354,6 +354,9 @@ def diff_profiles(A: Sequence[TraceProfile], B: Sequence[TraceProfile],
     hw_b = sorted({d for p in B for d in p.meta.get("devices", [])})
     if hw_a and hw_b and hw_a != hw_b:
         notes.append(f"hardware differs: A {hw_a}, B {hw_b}")
+    from ..efficiency.coverage import coverage_warnings, merge_summaries
+    notes += coverage_warnings(merge_summaries(p.meta.get("shapes") for p in A),
+                               merge_summaries(p.meta.get("shapes") for p in B))
     if len(A) == 1 and len(B) == 1:
         notes.append("single runs: intervals from the spread within each run (iterations, "
                      "kernel instances); run-to-run noise is not measured (repeat runs: "

@@ -155,6 +155,9 @@ def run_gate(baseline: dict[str, Any], profiles: Sequence[TraceProfile], *,
     bver = baseline.get("versions", {}).get("producer")
     if bver and cur.get("producer") and bver != cur["producer"]:
         warnings.append(f"producer version differs: baseline {bver!r}, current {cur['producer']!r}")
+    from ..efficiency.coverage import coverage_warnings, merge_summaries
+    warnings += coverage_warnings(baseline.get("shapes") or {},
+                                  merge_summaries(p.meta.get("shapes") for p in profiles))
     new, fixed, checked = _findings(baseline, profiles, warnings)
     return GateResult(baseline=baseline, sources=[p.source for p in profiles], metrics=metrics,
                       missing=missing, not_comparable=why, new_findings=new,

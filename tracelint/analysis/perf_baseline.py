@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from .. import __version__
+from ..efficiency.coverage import merge_summaries
 from ..engine.baseline import BASELINE_VERSION, PERF_KIND, decode_typed, read_bytes
 from ..io import write_atomic
 from .buckets import ITERATION, TraceProfile
@@ -181,6 +182,7 @@ def make_baseline(profiles: Sequence[TraceProfile], *, patterns: Sequence[str] =
         "sources": [p.source for p in profiles], "runs": len(profiles),
         "options": {"buckets": list(patterns), **policy.to_dict(), "max_buckets": max_buckets},
         "metrics": metrics, "findings_checked": ran, "findings": findings,
+        "shapes": merge_summaries(p.meta.get("shapes") for p in profiles),
     }
 
 
