@@ -62,6 +62,8 @@ API_ROLES: Sequence[tuple[str, str]] = (
              r"^(cuda|hip)StreamQuery$|^(cuda|hip)EventQuery$"),
     ("copy", r"^(cuda|hip)Memcpy\w*|^cuMemcpy\w*|^hipMemcpyWithStream$"),
     ("memset", r"^(cuda|hip)Memset\w*|^cuMemset\w*"),
+    ("load", r"^cu(Module|Library)(Load|GetFunction|GetKernel)\w*|^hipModule(Load|GetFunction)\w*|"
+             r"^(cuda|hip)GetFuncBySymbol$|^cudaFuncGetAttributes$|^cuKernelGetFunction$"),
     ("alloc", r"^(cuda|hip)(Malloc|Free|HostAlloc|HostRegister|MallocAsync|FreeAsync|"
               r"MallocHost|FreeHost|MallocManaged)\w*$|^cuMem(Alloc|Free|HostAlloc|Create|"
               r"Release|Map|Unmap|AddressReserve)\w*$"),
@@ -149,6 +151,18 @@ def sync_kind(name: str) -> str:
     if "query" in n:
         return "query"
     return "other"
+
+
+def blocks_host(name: str) -> bool:
+    """True for a host API call that returns only when device work has finished: a sync that
+    waits (not a query, not cudaStreamWaitEvent, which orders streams on the device), and any
+    copy or memset without `Async` in its name (cudaMemcpy, hipMemcpy, hipMemcpyWithStream,
+    cuMemcpyDtoH). Async copies from pageable memory block too; that needs the copy's memory
+    kind (see timeline.gaps)."""
+    role = api_role(name)
+    if role == "sync":
+        return sync_kind(name) not in ("stream_wait_event", "query")
+    return role in ("copy", "memset") and "async" not in name.lower()
 
 
 def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categorical:
