@@ -7,7 +7,7 @@ import pytest
 
 from tracelint.engine.config import Config
 from tracelint.engine.finding import Layer
-from tracelint.engine.runner import lint
+from tracelint.api import lint
 from tracelint.synth.builder import TraceBuilder
 
 GEMM = "sm80_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x128x32"

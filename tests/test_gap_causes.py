@@ -7,7 +7,7 @@ import pytest
 
 from tracelint.engine.config import Config
 from tracelint.engine.finding import Layer
-from tracelint.engine.runner import lint
+from tracelint.api import lint
 from tracelint.synth.scenarios import tl001_causes as sc
 
 FORMATS = ("kineto", "nsys")
