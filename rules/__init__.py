@@ -22,6 +22,7 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl009_exposed_communication", "ExposedCommunication"),
     ("tl010_readback_in_loop", "ReadbackInLoop"),
     ("tl011_fp32_gemm", "Fp32Gemm"),
+    ("tl012_device_copy", "DeviceCopy"),
     ("tl030_per_parameter_optimizer", "PerParameterOptimizer"),
     ("tl031_dataloader_main_process", "DataLoaderMainProcess"),
     ("tl100_secret_in_trace", "SecretInTrace"),

@@ -153,6 +153,17 @@ def sync_kind(name: str) -> str:
     return "other"
 
 
+#: Kernels that copy a tensor unchanged (`copy_`, `clone`, `_to_copy`, Inductor's fused clones):
+#: device-to-device copies done on the SMs. Strided copies that change layout (`contiguous()` of
+#: a permuted tensor) are also classed `layout` by KERNEL_CLASSES.
+COPY_KERNEL = re.compile(r"direct_copy|copy_kernel|triton_\w*_clone|clone_kernel|_to_copy|"
+                         r"(?:^|::|\s)copy_\b", re.IGNORECASE)
+
+
+def is_copy_kernel(name: str) -> bool:
+    return bool(COPY_KERNEL.search(kernel_function_name(name)))
+
+
 def blocks_host(name: str) -> bool:
     """True for a host API call that returns only when device work has finished: a sync that
     waits (not a query, not cudaStreamWaitEvent, which orders streams on the device), and any
