@@ -153,7 +153,7 @@ class LaunchGap(Rule):
         split = ", ".join(f"{CAUSE_TEXT[c]} {v / idle:.0%}" for c, v in
                           sorted(by_cause.items(), key=lambda kv: -kv[1]) if v > 0)
         blockers = [b for b in att["blocker"][att["blocked"] > 0] if b]
-        block_txt = (f" The longest blocking call: `{max(set(blockers), key=blockers.count)}`."
+        block_txt = (f" The blocking call most often: `{min(set(blockers), key=lambda b: (-blockers.count(b), b))}`."
                      if blockers else "")
         host_txt = ("; host work in the idle time: " + ", ".join(f"`{n}` {ns / 1e6:.2f} ms" for n, ns in host)
                     if host else "")
