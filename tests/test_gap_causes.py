@@ -25,6 +25,12 @@ def _split(findings):
     return warn, info
 
 
+def _warning(builder, fmt, tmp_path):
+    """The one warning finding and its system facts."""
+    (f,) = _split(_lint(builder, fmt, tmp_path))[0]
+    return f, f.evidence[Layer.SYSTEM].facts
+
+
 def _gaps(b, lo_step=1):
     """Idle gaps >= 20 µs inside iterations lo_step.., from the builder's own activities."""
     steps = sorted((e.start, e.end) for e in b.host_events if e.kind == "step")[lo_step:]
@@ -67,10 +73,8 @@ def test_two_kernels_are_warmup(fmt, tmp_path):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_blocking_copy_is_a_sync_not_a_late_host(fmt, tmp_path):
-    b = sc.blocked_in_copy()
-    (f,) = _split(_lint(b, fmt, tmp_path))[0]
-    sysm = f.evidence[Layer.SYSTEM].facts
-    assert "blocked in a synchronous call" in f.message and sysm["in_sync_share"].value > 0.95
+    f, facts = _warning(sc.blocked_in_copy(), fmt, tmp_path)
+    assert "blocked in a synchronous call" in f.message and facts["in_sync_share"].value > 0.95
     assert "cudaMemcpy" in f.evidence[Layer.SYSTEM].summary and "pinned memory" in f.fix
     assert "CUDA graphs" not in f.fix
     # twin: an async copy to pinned memory, then Python work: the host was late, not blocked
@@ -82,8 +86,7 @@ def test_blocking_copy_is_a_sync_not_a_late_host(fmt, tmp_path):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_cross_stream_event_wait(fmt, tmp_path):
     b = sc.event_wait()
-    (f,) = _split(_lint(b, fmt, tmp_path))[0]
-    facts = f.evidence[Layer.SYSTEM].facts
+    f, facts = _warning(b, fmt, tmp_path)
     assert "another stream's event" in f.message and facts["event_wait_share"].value > 0.95
     assert facts["host_late_share"].value < 0.05 and "producer" in f.fix
     assert f.impact_ns == sum(e - s for s, e in _gaps(b))

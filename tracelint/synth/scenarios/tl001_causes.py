@@ -16,30 +16,27 @@ def _busy_step(b: TraceBuilder, n: int = 8, ns: int = 200_000) -> None:
         b.launch(K, ns)
 
 
-def warmup_first_iteration() -> TraceBuilder:
-    """Iteration 0 loads modules (3 ms of cuModuleLoadData) between kernels; 1-3 are GPU-bound."""
+def _four_steps(at_step: int, host_work) -> TraceBuilder:
+    """Four GPU-bound iterations ending in a sync; `host_work(b)` runs mid-iteration `at_step`."""
     b = TraceBuilder()
     for s in range(4):
         with b.step(s):
             _busy_step(b, 4)
-            if s == 0:
-                b.api("cuModuleLoadData", 3_000_000)
+            if s == at_step:
+                host_work(b)
             _busy_step(b, 4)
             b.sync("cudaStreamSynchronize")     # the step ends with loss.item()
     return b
+
+
+def warmup_first_iteration() -> TraceBuilder:
+    """Iteration 0 loads modules (3 ms of cuModuleLoadData) between kernels; 1-3 are GPU-bound."""
+    return _four_steps(0, lambda b: b.api("cuModuleLoadData", 3_000_000))
 
 
 def steady_gap() -> TraceBuilder:
     """Twin: the same 3 ms of host work in iteration 2, as Python work (no loading): a gap."""
-    b = TraceBuilder()
-    for s in range(4):
-        with b.step(s):
-            _busy_step(b, 4)
-            if s == 2:
-                b.cpu(3_000_000, name="aten::to")
-            _busy_step(b, 4)
-            b.sync("cudaStreamSynchronize")     # the step ends with loss.item()
-    return b
+    return _four_steps(2, lambda b: b.cpu(3_000_000, name="aten::to"))
 
 
 def two_kernels() -> TraceBuilder:
