@@ -7,34 +7,82 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import intervals
+from tracelint.timeline import gaps, intervals
 
 
 @dataclass(frozen=True)
 class Options:
     min_gap_ns: int = option(20_000, "Idle gaps shorter than this (ns) are ignored.")
-    min_share: float = option(0.05, "Report when gaps take at least this share of the device's active window.")
+    min_share: float = option(0.05, "Report when gaps take at least this share of the steady-state window (iterations after the first, else the device's active window).")
     top: int = option(5, "How many of the largest gaps to list as windows.")
+    min_activities: int = option(8, "A device with fewer GPU activities than this shows no steady state: its gaps are reported as warm-up (info).")
+    first_call_share: float = option(0.5, "A gap in which module loading or allocation calls take at least this share is a first-call cost (warm-up).")
+
+
+CAUSE_TEXT = {
+    "late": "the host issued the next launch late",
+    "launch_call": "the host sat in the launch call itself",
+    "blocked": "the host thread was blocked in a synchronous call",
+    "event_wait": "the stream waited on another stream's event",
+    "graph": "the work waited inside a CUDA graph launch",
+    "queued": "launched work started late with no recorded wait",
+    "no_launch": "nothing was launched",
+    "unlinked": "the next activity has no launch call in the trace",
+}
+
+FIX_BY_CAUSE = {
+    "late": ("Take host work off the launch path: CUDA graphs or torch.compile(mode=\"reduce-overhead\") "
+             "for launch-bound loops, larger fused kernels, move data loading and preprocessing to "
+             "DataLoader workers (num_workers, pin_memory) so the next launch is ready when the GPU is."),
+    "blocked": ("Remove the synchronous call from the loop: a blocking copy (cudaMemcpy, hipMemcpy, "
+                "hipMemcpyWithStream, cuMemcpyDtoH, any copy to or from pageable memory) waits for the "
+                "device like a sync; use non_blocking copies from pinned memory, keep values on the GPU "
+                "instead of .item()/.cpu(), and synchronise once per step at most (see TL005)."),
+    "event_wait": ("The stream waited on an event recorded on another stream: the producer stream is the "
+                   "critical path. Start the producer's work earlier, split it so the consumer can begin on "
+                   "the first part, or drop the cross-stream wait where the data is not needed yet."),
+    "launch_call": ("The launch calls themselves were slow: a first launch loads the kernel's module "
+                    "(CUDA_MODULE_LOADING=LAZY moves that cost into the loop; warm up before timing), and "
+                    "a contended driver lock (many host threads launching) serialises launches."),
+    "graph": ("The GPU idled between nodes of one CUDA graph launch: the graph's nodes wait on each other "
+              "or on an event outside it. Check the captured dependencies (nsys --cuda-graph-trace=node) "
+              "and remove waits that serialise independent work."),
+    "queued": ("The work was already launched and no host call or recorded stream wait explains the "
+               "delay: launch latency for short gaps, else a dependency the trace does not show (another "
+               "device or process, an IPC event, a collective waiting for a peer). Profile the other "
+               "side (all ranks, --cuda-event-trace) before changing code."),
+    "no_launch": ("Nothing was launched while the GPU idled: the host was doing other work (see the host "
+                  "activity named in the evidence). Overlap it with GPU work: prefetch the next batch in "
+                  "DataLoader workers, move preprocessing to the GPU, or run it on another thread."),
+    "unlinked": ("The trace does not link these activities to launch calls, so the cause is not measured: "
+                 "re-capture with CUDA API tracing (nsys -t cuda, torch.profiler ProfilerActivity.CUDA)."),
+}
 
 
 class LaunchGap(Rule):
     """GPU idles between kernels while the host is still launching or busy.
 
-    What it detects: idle gaps on a device, between the end of one GPU activity (kernel, copy,
-    memset) and the start of the next, longer than `min_gap_ns`, whose sum is at least
-    `min_share` of the device's active window. For each gap it checks what the host did: whether
-    the next activity's launch call started only after the GPU had gone idle (the host was late),
-    and whether a synchronising call was in flight.
+    What it detects: idle gaps on a device longer than `min_gap_ns`, whose sum is at least
+    `min_share` of the steady-state window: the iterations after the first (ProfilerStep
+    ranges, including the idle before the first kernel of each iteration), else the device's
+    active window. Each gap is attributed from what the host threads and streams did in it
+    (tracelint.timeline.gaps): the next launch was issued late, the launching thread was
+    blocked in a synchronous call (a sync, or any blocking copy), the stream waited on another
+    stream's event, the work sat queued, or nothing was launched at all; the host work in the
+    idle time (innermost CPU ops, user Python functions) is named. Warm-up is reported apart, as
+    info: the first iteration, gaps spent mostly in module loading or allocation (first-call
+    costs), and devices with fewer than `min_activities` GPU activities.
     Why it hurts: an idle GPU does no work; when the host issues work more slowly than the GPU
     finishes it (Python overhead, per-op dispatch, data loading, synchronisation), the device
     waits, and end-to-end time is set by the CPU, not the GPU.
-    Evidence: system: total idle time in gaps, their count and median, the share of the active
-    window, and the share of gaps the host started the next launch late; kernel: the kernels on
-    either side of the largest gaps and their durations; microarch: SM activity sampled inside the
-    largest gap (GPU metrics) — low SM activity confirms the idle time.
-    Fix: take host work off the launch path: CUDA graphs or torch.compile(mode="reduce-overhead")
-    for launch-bound loops, larger fused kernels, move data loading to worker processes with pinned
-    memory, and remove synchronisation inside the loop (see TL005).
+    Evidence: system: idle time in gaps, their count and median, the share of the window, the
+    split by cause, the host activity in the idle time and the idle share of the whole profiled
+    window; kernel: the activities on either side of the largest gap; microarch: SM activity
+    sampled inside the largest gap (GPU metrics) — low SM activity confirms the idle time.
+    Fix: follows the measured cause: for a late host, CUDA graphs or torch.compile
+    (mode="reduce-overhead"), fused kernels and data loading in worker processes; for a blocked
+    host, remove the synchronous call or copy (see TL005); for a cross-stream wait, start the
+    producer stream's work earlier; for no launch, overlap the host work with GPU work.
     Counter-example (when it does not apply): gaps that are deliberate (a profiler window start, a
     checkpoint, an evaluation pass) or that another device or stream fills; a workload whose
     iterations are dominated by a few long kernels where the gaps are small in share.
@@ -50,70 +98,165 @@ class LaunchGap(Rule):
     Options = Options
 
     def check(self, ctx):
-        tl = ctx.tl
-        opt = self.options
-        act = tl.gpu_activity
-        act_launch = ctx.activity_launch
-        api = tl.api_calls
-        api_start = api["start"].to_numpy()
-        role = np.asarray(tl.api_role)
-        sync_s = api_start[role == "sync"]
-        sync_e = api["end"].to_numpy()[role == "sync"]
+        tl, opt = ctx.tl, self.options
+        block = gaps.blocking_rows(ctx)
+        first_call = np.isin(np.asarray(tl.api_role, dtype=object), ["load", "alloc"]) if len(tl.api_calls) \
+            else np.zeros(0, dtype=bool)
+        st_s, st_e = gaps.step_windows(tl)
+        act_dev = tl.gpu_activity["device"].to_numpy()
         for device in tl.devices_in_use():
-            on_dev = act["device"].to_numpy() == device
-            d = act[on_dev]
-            d_launch = act_launch[on_dev]  # act is sorted by (device, start): d is by start
-            bs, be = intervals.merge(d["start"].to_numpy(), d["end"].to_numpy())
-            if len(bs) < 2:
+            bs, be = tl.busy_intervals(device)
+            if len(bs) == 0:
                 continue
-            gs, ge = be[:-1], bs[1:]
-            glen = ge - gs
-            big = glen >= opt.min_gap_ns
-            window = int(be[-1] - bs[0])
-            idle = int(glen[big].sum())
-            if window <= 0 or idle < opt.min_share * window:
+            ws, we = gaps.iteration_windows(ctx, device, st_s, st_e)
+            on = (we > bs[0]) & (ws < be[-1])
+            ws, we = ws[on], we[on]
+            n_act = int((act_dev == device).sum())
+            if len(ws) >= 2:
+                warm_w, steady_w, where_txt = [(ws[0], we[0])], list(zip(ws[1:], we[1:])), "its iterations after the first"
+            elif len(ws) == 1:
+                warm_w, steady_w, where_txt = [], [(ws[0], we[0])], "its iteration"
+            else:
+                warm_w, steady_w, where_txt = [], [(bs[0], be[-1])], "its active window"
+            if n_act < opt.min_activities:
+                warm_w, steady_w = warm_w + steady_w, []
+            warm_s, warm_e = _idle(bs, be, warm_w, opt.min_gap_ns)
+            gs, ge = _idle(bs, be, steady_w, opt.min_gap_ns)
+            fc = _first_call(ctx, device, first_call, gs, ge, opt.first_call_share)
+            window = int(sum(int(e - s) for s, e in steady_w))
+            if fc.any():
+                warm_s, warm_e = np.concatenate([warm_s, gs[fc]]), np.concatenate([warm_e, ge[fc]])
+                gs, ge = gs[~fc], ge[~fc]
+            if len(warm_s):
+                yield self._warmup(ctx, device, warm_s, warm_e, n_act, bool(warm_w), int(fc.sum()))
+            idle = int((ge - gs).sum())
+            if window <= 0 or len(gs) == 0 or idle < opt.min_share * window:
                 continue
-            gs, ge, glen = gs[big], ge[big], glen[big]
-            # The activity that ends each gap: first activity starting at the gap end.
-            pos = np.clip(np.searchsorted(d["start"].to_numpy(), ge, side="left"), 0, len(d) - 1)
-            nxt = d.iloc[pos]
-            nxt_launch = d_launch[pos]
-            linked = nxt_launch >= 0
-            late = linked & (api_start[np.clip(nxt_launch, 0, None)] > gs) if len(api) else linked & False
-            sync_overlap = intervals.overlap_each(gs, ge, *intervals.merge(sync_s, sync_e)) if len(sync_s) else np.zeros(len(gs), dtype=np.int64)
-            order = np.argsort(-glen, kind="stable")[: opt.top]
-            i0 = order[0]
-            where = ctx.where_for_api(int(nxt_launch[i0])) if linked[i0] else Where(rank=tl.meta.rank)
-            where.device, where.start_ns, where.end_ns = device, int(gs[i0]), int(ge[i0])
-            where.stream = int(nxt["stream"].iat[i0])
-            where.kernel = str(nxt["name"].iat[i0])
-            late_share = float(glen[late].sum() / idle) if idle else 0.0
-            sync_share = float(sync_overlap.sum() / idle) if idle else 0.0
-            prev_pos = max(int(pos[i0]) - 1, 0)
-            system = Evidence.measured(
-                f"{len(glen)} gaps ≥ {opt.min_gap_ns / 1e3:g} µs idle the GPU for {idle / 1e6:.3f} ms "
-                f"({idle / window:.1%} of its active window); the host issued the next launch late in "
-                f"{late_share:.0%} of gap time and was in a sync call for {sync_share:.0%}.",
-                idle_ns=Measure(idle, "ns"), gaps=Measure(len(glen), "count"),
-                median_gap_ns=Measure(float(np.median(glen)), "ns"),
-                idle_share=Measure(round(idle / window, 4), "ratio"),
-                host_late_share=Measure(round(late_share, 4), "ratio"),
-                in_sync_share=Measure(round(sync_share, 4), "ratio"),
-                unlinked_gaps=Measure(int((~linked).sum()), "count"))
-            kdur = (d["end"] - d["start"]).to_numpy()
-            kernel = Evidence.measured(
-                f"Largest gap {glen[i0] / 1e3:.1f} µs between `{d['name'].iat[prev_pos]}` and "
-                f"`{where.kernel}`; median GPU activity lasts {np.median(kdur) / 1e3:.1f} µs.",
-                largest_gap_ns=Measure(int(glen[i0]), "ns"),
-                median_activity_ns=Measure(float(np.median(kdur)), "ns"))
-            micro = ctx.microarch(device, int(gs[i0]), int(ge[i0]), kernels=[where.kernel],
-                                  expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
-            yield self.finding(
-                ctx,
-                message=(f"GPU {device} idle {idle / 1e6:.2f} ms in {len(glen)} gaps "
-                         f"({idle / window:.1%} of its active time); largest {glen[i0] / 1e3:.0f} µs"),
-                impact_ns=idle, where=where, occurrences=int(len(glen)),
-                windows=[(int(gs[i]), int(ge[i])) for i in order],
-                evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
-                metrics={"idle_ns": Measure(idle, "ns"), "idle_share": Measure(round(idle / window, 4), "ratio")},
-                key=f"device{device}")
+            yield self._gap_finding(ctx, device, gs, ge, idle, window, where_txt, block, bs, be)
+
+    def _gap_finding(self, ctx, device, gs, ge, idle, window, where_txt, block, bs, be):
+        tl, opt = ctx.tl, self.options
+        glen = ge - gs
+        att = gaps.attribute(ctx, device, gs, ge, block)
+        by_cause = {c: int(att[c].sum()) for c in gaps.CAUSES}
+        cause = max(by_cause, key=lambda c: by_cause[c])
+        order = np.argsort(-glen, kind="stable")[: opt.top]
+        i0 = int(order[0])
+        li, p = int(att["launch"].iat[i0]), int(att["next_pos"].iat[i0])
+        where = ctx.where_for_api(li) if li >= 0 else Where(rank=tl.meta.rank)
+        where.device, where.start_ns, where.end_ns = device, int(gs[i0]), int(ge[i0])
+        d = tl.gpu_activity[tl.gpu_activity["device"] == device]
+        if p >= 0:
+            where.stream, where.kernel = int(d["stream"].iat[p]), str(d["name"].iat[p])
+        pid = int(tl.api_calls["pid"].iat[li]) if li >= 0 else None
+        host = gaps.host_activity(ctx, pid, gs, ge)
+        split = ", ".join(f"{CAUSE_TEXT[c]} {v / idle:.0%}" for c, v in
+                          sorted(by_cause.items(), key=lambda kv: -kv[1]) if v > 0)
+        blockers = [b for b in att["blocker"][att["blocked"] > 0] if b]
+        block_txt = (f" The blocking call most often: `{min(set(blockers), key=lambda b: (-blockers.count(b), b))}`."
+                     if blockers else "")
+        host_txt = ("; host work in the idle time: " + ", ".join(f"`{n}` {ns / 1e6:.2f} ms" for n, ns in host)
+                    if host else "")
+        lo, hi = tl.span
+        prof_idle = _idle_total(bs, be, lo, hi)
+        system = Evidence.measured(
+            f"{len(glen)} gaps ≥ {opt.min_gap_ns / 1e3:g} µs idle the GPU for {idle / 1e6:.3f} ms "
+            f"({idle / window:.1%} of {where_txt}); by cause: {split}{host_txt}.{block_txt} Over the "
+            f"whole profiled window ({(hi - lo) / 1e6:.1f} ms) the GPU is idle {prof_idle / max(hi - lo, 1):.1%}.",
+            idle_ns=Measure(idle, "ns"), gaps=Measure(len(glen), "count"),
+            median_gap_ns=Measure(float(np.median(glen)), "ns"),
+            idle_share=Measure(round(idle / window, 4), "ratio"),
+            host_late_share=Measure(round(by_cause["late"] / idle, 4), "ratio"),
+            in_sync_share=Measure(round(by_cause["blocked"] / idle, 4), "ratio"),
+            event_wait_share=Measure(round(by_cause["event_wait"] / idle, 4), "ratio"),
+            queued_share=Measure(round(by_cause["queued"] / idle, 4), "ratio"),
+            no_launch_share=Measure(round(by_cause["no_launch"] / idle, 4), "ratio"),
+            unlinked_gaps=Measure(int((att["unlinked"] > 0).sum()), "count"),
+            profiled_window_idle_share=Measure(round(prof_idle / max(hi - lo, 1), 4), "ratio"))
+        names = d["name"].astype(str).to_numpy()
+        prev = np.flatnonzero(d["end"].to_numpy() == gs[i0])
+        prev_txt = f"`{names[prev[-1]]}`" if len(prev) else "the iteration start"
+        kdur = (d["end"] - d["start"]).to_numpy()
+        kernel = Evidence.measured(
+            f"Largest gap {glen[i0] / 1e3:.1f} µs between {prev_txt} and "
+            f"{'`' + where.kernel + '`' if where.kernel else 'the iteration end'}; median GPU activity lasts "
+            f"{np.median(kdur) / 1e3:.1f} µs.",
+            largest_gap_ns=Measure(int(glen[i0]), "ns"),
+            median_activity_ns=Measure(float(np.median(kdur)), "ns"))
+        micro = ctx.microarch(device, int(gs[i0]), int(ge[i0]), kernels=[where.kernel] if where.kernel else None,
+                              expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
+        return self.finding(
+            ctx,
+            message=(f"GPU {device} idle {idle / 1e6:.2f} ms in {len(glen)} gaps ({idle / window:.1%} of "
+                     f"{where_txt}); mostly {CAUSE_TEXT[cause]} ({by_cause[cause] / idle:.0%})"),
+            impact_ns=idle, where=where, occurrences=int(len(glen)),
+            windows=[(int(gs[i]), int(ge[i])) for i in order],
+            evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
+            metrics={"idle_ns": Measure(idle, "ns"), "idle_share": Measure(round(idle / window, 4), "ratio"),
+                     "cause_share": Measure(round(by_cause[cause] / idle, 4), "ratio")},
+            fix=FIX_BY_CAUSE[cause], key=f"device{device}")
+
+    def _warmup(self, ctx, device, s, e, n_act, first_iteration, first_calls):
+        tl = ctx.tl
+        idle = int((e - s).sum())
+        parts = []
+        if first_iteration:
+            parts.append("the first iteration")
+        if first_calls:
+            parts.append(f"{first_calls} gap(s) spent mostly in module loading or allocation (first-call costs)")
+        if n_act < self.options.min_activities:
+            parts.append(f"only {n_act} GPU activities on the device: no steady state to judge")
+        system = Evidence.measured(
+            f"{len(s)} warm-up gaps idle GPU {device} for {idle / 1e6:.3f} ms: {'; '.join(parts)}. "
+            "Lazy module loading, cuDNN/cuBLAS autotuning, allocator growth and first-iteration "
+            "compilation happen once; they are not launch gaps.",
+            idle_ns=Measure(idle, "ns"), gaps=Measure(len(s), "count"),
+            activities=Measure(n_act, "count"))
+        i0 = int(np.argmax(e - s))
+        return self.finding(
+            ctx, severity=Severity.INFO,
+            message=f"GPU {device} warm-up: {idle / 1e6:.2f} ms idle in {len(s)} gaps ({parts[0]}), apart from steady state",
+            impact_ns=idle, where=Where(rank=tl.meta.rank, device=device, start_ns=int(s[i0]), end_ns=int(e[i0])),
+            occurrences=int(len(s)), windows=[(int(a), int(b)) for a, b in zip(s, e)][:self.options.top],
+            evidence={Layer.SYSTEM: system}, metrics={"idle_ns": Measure(idle, "ns")},
+            fix=("Nothing to fix in steady state. Profile past warm-up (torch.profiler schedule with "
+                 "wait/warmup steps, nsys --capture-range) to see steady-state behaviour."),
+            key=f"warmup|device{device}")
+
+
+def _idle(bs, be, windows, min_gap) -> tuple[np.ndarray, np.ndarray]:
+    """Idle intervals of at least min_gap ns inside each window."""
+    out_s, out_e = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for lo, hi in windows:  # loop over iterations
+        s, e = gaps.idle_in(bs, be, int(lo), int(hi))
+        keep = (e - s) >= min_gap
+        out_s.append(s[keep])
+        out_e.append(e[keep])
+    return np.concatenate(out_s).astype(np.int64), np.concatenate(out_e).astype(np.int64)
+
+
+def _idle_total(bs, be, lo, hi) -> int:
+    s, e = gaps.idle_in(bs, be, int(lo), int(hi))
+    return int((e - s).sum())
+
+
+def _first_call(ctx, device, mask, gs, ge, share) -> np.ndarray:
+    """Gaps that are first-call costs: module-loading or allocation calls cover at least `share`
+    of the gap, or the gap ends at the first launch of a kernel whose launch call covers it."""
+    tl = ctx.tl
+    out = np.zeros(len(gs), dtype=bool)
+    if len(gs) == 0 or len(tl.api_calls) == 0:
+        return out
+    a = tl.api_calls
+    a_s, a_e = a["start"].to_numpy(), a["end"].to_numpy()
+    if mask.any():
+        s, e = intervals.merge(a_s[mask], a_e[mask])
+        out |= intervals.overlap_each(gs, ge, s, e) >= share * (ge - gs)
+    act = tl.gpu_activity
+    on = act["device"].to_numpy() == device
+    starts, li = act["start"].to_numpy()[on], ctx.activity_launch[on]
+    first = ~act["name"][on].duplicated().to_numpy()
+    pos = np.clip(np.searchsorted(starts, ge, side="left"), 0, max(len(starts) - 1, 0))
+    nli = li[pos]
+    call = np.where(nli >= 0, np.minimum(a_e[np.clip(nli, 0, None)], ge) - np.maximum(a_s[np.clip(nli, 0, None)], gs), 0)
+    return out | (first[pos] & (nli >= 0) & (call >= share * (ge - gs)))

@@ -29,7 +29,7 @@ class Options:
                                     "device's active window.")
     min_ns: int = option(100_000, "... and at least this long in total (ns).")
     link_gbps: float = option(0.0, "Peak host-link bandwidth (GB/s) to compare copies against; 0: infer "
-                                   "from the GPU name, else assume PCIe Gen4 x16 (~25 GB/s).")
+                                   "from the GPU name the trace records, else no comparison.")
     top: int = option(5, "How many of the largest un-overlapped copies to list as windows.")
 
 
@@ -48,13 +48,15 @@ class UnoverlappedCopy(Rule):
     synchronous with respect to the host; copies on the compute stream serialise with kernels.
     Evidence: system: un-overlapped copy time (union, ns), its share of the active window and of
     copy time, how many copies are pageable or share a stream with compute; kernel: bytes moved,
-    achieved GB/s (bytes / duration) versus the host-link peak (from the GPU name, else an assumed
-    PCIe Gen4 x16 ~25 GB/s), pinned versus pageable bandwidth; microarch: SM activity during the
+    achieved GB/s (bytes / duration) versus the host-link peak (from the GPU name the trace
+    records, else no comparison is made), pinned versus pageable bandwidth, and how much of the
+    copy time the compute could hide at most (compute time no copy covers); microarch: SM activity during the
     largest un-overlapped copy (GPU metrics) — low SM activity confirms the idle compute.
-    Fix: allocate host buffers pinned (DataLoader(pin_memory=True), tensor.pin_memory(),
-    cudaHostAlloc / hipHostMalloc), issue copies with non_blocking=True on a side stream and
-    prefetch the next batch while the current one computes; keep data resident on the device;
-    copy results back once per step, not per op.
+    Fix: follows what was measured: pageable copies -> allocate host buffers pinned
+    (DataLoader(pin_memory=True), tensor.pin_memory(), cudaHostAlloc / hipHostMalloc); copies on
+    the compute stream -> issue them with non_blocking=True on a side stream and prefetch the
+    next batch while the current one computes; too little compute to hide them -> move fewer
+    bytes (keep data resident on the device, copy results back once per step, not per op).
     Counter-example (when it does not apply): a one-off upload of weights or a dataset at start-up
     (when the trace marks iterations, copies launched outside them are left out and counted);
     copies fully overlapped with kernels on another stream from pinned memory (the rule measures
@@ -167,7 +169,16 @@ class UnoverlappedCopy(Rule):
             pageable_copies=Measure(int(pg.sum()), "count"),
             pageable_ns=Measure(int(dur[pg].sum()), "ns"),
             same_stream_copies=Measure(int(ss.sum()), "count"))
-        if achieved is not None:
+        if achieved is not None and peak is None:
+            kernel = Evidence.measured(
+                f"{nbytes[known].sum() / 1e6:.1f} MB moved at {achieved:.1f} GB/s"
+                + (f"; pageable {bw_pg:.1f} GB/s vs pinned {bw_pin:.1f} GB/s" if bw_pg is not None and bw_pin is not None
+                   else f"; {'all' if pg.all() else 'none'} from pageable memory")
+                + ". The trace does not name the GPU, so the host link (PCIe generation, NVLink-C2C) "
+                "is unknown and no peak is assumed: set link_gbps to compare.",
+                bytes=Measure(int(nbytes[known].sum()), "bytes"),
+                achieved_gbps=Measure(round(achieved, 2), "GB/s"))
+        elif achieved is not None:
             note = "" if not inferred else " (assumed from the GPU name; set link_gbps to override)"
             kfacts = {"bytes": Measure(int(nbytes[known].sum()), "bytes"),
                       "achieved_gbps": Measure(round(achieved, 2), "GB/s"),
@@ -197,11 +208,14 @@ class UnoverlappedCopy(Rule):
                 "No GPU metric samples during the copy (SM activity, PCIe throughput).",
                 "nsys profile --gpu-metrics-devices=all (Turing or newer) samples SM activity and "
                 "PCIe read/write throughput")
+        hide_txt = (f"; compute could hide at most {hideable / 1e6:.2f} ms of it" if hideable < lost
+                    else "")
         return self.finding(
             ctx,
             message=(f"GPU {d}: {DIRECTIONS[direction]} copies leave {lost / 1e6:.2f} ms without overlapping "
                      f"compute ({lost / window:.1%} of its active time); {int(pg.sum())} of {len(rows)} "
-                     f"from pageable memory"),
+                     f"from pageable memory{hide_txt}"),
+            fix=_fix(int(pg.sum()), int(ss.sum()), hideable, lost),
             impact_ns=lost, where=where, occurrences=n_un,
             windows=[(int(s[i]), int(e[i])) for i in order],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
@@ -210,8 +224,9 @@ class UnoverlappedCopy(Rule):
                      "pageable_copies": Measure(int(pg.sum()), "count")},
             key=f"device{d}/{direction}")
 
-    def _peak(self, tl, d) -> tuple[float, str, bool]:
-        """(GB/s, link name, assumed?) for the device's host link."""
+    def _peak(self, tl, d) -> tuple[float | None, str, bool]:
+        """(GB/s, link name, assumed?) for the device's host link; None when the trace does not
+        name the GPU (a PCIe generation is never guessed without it)."""
         if self.options.link_gbps > 0:
             return float(self.options.link_gbps), "configured", False
         dev = tl.meta.device(d)
@@ -219,4 +234,25 @@ class UnoverlappedCopy(Rule):
         for pattern, gbps, link in LINK_PEAKS:
             if name and re.search(pattern, name, re.I):
                 return gbps, f"{link} ({name})", True
-        return 25.0, "PCIe Gen4 x16", True
+        return None, "", False
+
+
+def _fix(pageable: int, same_stream: int, hideable: int, lost: int) -> str:
+    """The fix for what was measured: pinned memory only when copies were pageable, a side
+    stream only when they shared the compute stream, fewer bytes when compute cannot hide them."""
+    parts = []
+    if pageable:
+        parts.append(f"Allocate the {pageable} pageable host buffers pinned (DataLoader(pin_memory=True), "
+                     "tensor.pin_memory(), cudaHostAlloc / hipHostMalloc): pageable copies are staged, "
+                     "slower and synchronous.")
+    if same_stream:
+        parts.append(f"Issue the {same_stream} copies on the compute stream with non_blocking=True on a "
+                     "side stream and prefetch the next batch while the current one computes.")
+    elif hideable >= lost / 2:
+        parts.append("Start the copies earlier (prefetch the next batch on a side stream) so they run "
+                     "under the current step's compute.")
+    if hideable < lost:
+        parts.append(f"Compute could hide at most {hideable / 1e6:.2f} ms of the {lost / 1e6:.2f} ms: move "
+                     "fewer bytes (keep data resident on the device, copy results back once per step, "
+                     "compress or downcast before the copy).")
+    return " ".join(parts)

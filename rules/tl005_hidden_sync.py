@@ -16,7 +16,8 @@ from tracelint.timeline import classify, intervals
 class Options:
     min_count: int = option(2, "Call sites with fewer calls (in scope) than this are one-offs and ignored.")
     min_idle_share: float = option(0.005, "Report a call site when the GPU idle it causes is at least this share of the trace span.")
-    include_step_end: bool = option(False, "Also report call sites whose every call is the last GPU-facing call of its iteration (a loss logged once per step).")
+    include_step_end: bool = option(False, "Also report call sites whose every call is the last GPU-facing call of its iteration even when they cost almost no GPU idle.")
+    step_end_max_idle_share: float = option(0.02, "A call site whose every call ends its iteration (a loss logged once per step) is exempt only while the GPU idle after it stays below this share of the span.")
     top: int = option(5, "How many of the largest idle windows to list.")
 
 
@@ -61,8 +62,9 @@ class HiddenSync(Rule):
     iterations, fixed shapes or bucketing, `expandable_segments`, stream-ordered
     `cudaMallocAsync`).
     Counter-example (when it does not apply): one sync at the end of an iteration or epoch to log
-    a metric (calls that are the last GPU-facing call of their iteration are skipped unless
-    `include_step_end`); syncs in a benchmark's timing code; allocations during warm-up, outside
+    a metric that costs almost no GPU idle (calls that are the last GPU-facing call of their
+    iteration are skipped while their idle stays below `step_end_max_idle_share` of the span;
+    one followed by host work that leaves the GPU idle is reported); syncs in a benchmark's timing code; allocations during warm-up, outside
     iterations; a sync whose GPU was kept busy by other streams (no idle, no finding); calls on
     a thread that issues no GPU work (a pin-memory thread) are not counted.
     """
@@ -94,9 +96,10 @@ class HiddenSync(Rule):
         for _, g in cand.groupby(keys, dropna=False, sort=False):
             if len(g) < opt.min_count:
                 continue
-            if not opt.include_step_end and g["step_end"].all() and g["step"].ge(0).all():
-                continue
             idle = int(g["idle"].sum())
+            if (not opt.include_step_end and g["step_end"].all() and g["step"].ge(0).all()
+                    and idle < opt.step_end_max_idle_share * span):
+                continue
             if idle < opt.min_idle_share * span:
                 continue
             yield self._finding(ctx, g, idle, span)

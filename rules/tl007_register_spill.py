@@ -9,6 +9,7 @@ import pandas as pd
 from tracelint.engine.context import CAPTURE_HINTS
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
+from tracelint.timeline.occupancy import occupancy
 
 
 @dataclass(frozen=True)
@@ -20,34 +21,18 @@ class Options:
                                         "collectives): a register cap alone is not reported for them; spills still are.")
 
 
-#: Per compute capability: (max resident warps per SM, max resident blocks per SM, max shared
-#: memory per SM in KiB), from the CUDA programming guide's compute-capability table. Registers
-#: per SM are 64 Ki on every listed architecture; allocation is per warp in units of 256
-#: registers; from 8.0 on the driver reserves 1 KiB of shared memory per block.
-SM_LIMITS = {
-    "5.0": (64, 32, 64), "5.2": (64, 32, 96), "5.3": (64, 32, 64), "6.0": (64, 32, 64),
-    "6.1": (64, 32, 96), "6.2": (64, 32, 64), "7.0": (64, 32, 96), "7.2": (64, 32, 96),
-    "7.5": (32, 16, 64), "8.0": (64, 32, 164), "8.6": (48, 16, 100), "8.7": (48, 16, 164),
-    "8.9": (48, 24, 100), "9.0": (64, 32, 228), "10.0": (64, 32, 228), "10.3": (64, 32, 228),
-    "11.0": (48, 32, 228), "12.0": (48, 32, 100), "12.1": (48, 32, 100),
-}
-DEFAULT_LIMITS = (64, 32, 0)   # 0: shared memory per SM unknown, not used as a limit
-REGS_PER_SM = 65536
-REG_ALLOC_UNIT = 256
-WARP = 32
-
-
 class RegisterSpill(Rule):
     """Kernels that spill registers to local memory, or whose register use caps occupancy.
 
     What it detects: kernels taking at least `min_share` of total kernel time that either spill
     (local memory per thread > 0, recorded by Nsight Systems) or whose registers per thread ×
     threads per block leave room for so few resident warps that theoretical occupancy falls below
-    `max_occupancy`, with registers as the binding limit (not threads, blocks or shared memory).
+    `max_occupancy`, with registers as the binding limit: fewer registers would let more blocks
+    reside, which a tie with shared memory, threads or the resident-block limit rules out.
     Occupancy follows the CUDA occupancy calculator: registers are allocated per warp in units of
-    256, from 64 Ki registers per SM, against the architecture's resident-warp and resident-block
-    limits (by compute capability; 64 warps and 32 blocks per SM are assumed, and said, when the
-    trace does not name the GPU). Kernel classes tuned for low occupancy (`regcap_skip_classes`:
+    256, against the per-SM registers, warps, blocks and shared memory the trace records, else
+    the limits of its compute capability; when the trace does not name the GPU, registers must
+    bind on every architecture (tracelint.timeline.occupancy). Kernel classes tuned for low occupancy (`regcap_skip_classes`:
     tensor-core GEMMs, flash attention, collectives) are reported only when they spill.
     Why it hurts: over-fusion raises register pressure. Past the register budget the compiler
     spills to local memory, which lives in DRAM behind the L1/L2 caches, so a fused kernel that
@@ -166,59 +151,3 @@ class RegisterSpill(Rule):
                      "registers_per_thread": Measure(r, "count"),
                      "local_mem_per_thread": Measure(lm, "bytes")},
             key=f"{'spill' if is_spill else 'regcap'}|{name}")
-
-
-def sm_limits(meta, device: int) -> tuple[int, int, int, int, int, str]:
-    """(registers per SM, max warps per SM, max blocks per SM, shared memory per SM in bytes
-    (0: unknown), shared memory reserved per block, where the limits came from)."""
-    d = meta.device(int(device)) if meta is not None else None
-    if d is not None and d.vendor == "amd":
-        return -1, -1, -1, 0, 0, "AMD GPU: the NVIDIA register model does not apply"
-    cc = d.compute_capability if d is not None else None
-    if cc and cc in SM_LIMITS:
-        w, b, smem_kib = SM_LIMITS[cc]
-        reserved = 1024 if float(cc) >= 8.0 else 0
-        return REGS_PER_SM, w, b, smem_kib * 1024, reserved, f"compute capability {cc} limits"
-    w, b, _ = DEFAULT_LIMITS
-    return (REGS_PER_SM, w, b, 0, 0,
-            "GPU model unknown: assumed 65536 registers, 64 warps and 32 blocks per SM")
-
-
-def occupancy(k: pd.DataFrame, meta) -> dict[str, np.ndarray]:
-    """Register-limited and theoretical occupancy per kernel row, vectorised.
-
-    reg_binding is True where registers are (one of) the limits that set the theoretical
-    occupancy; rows without registers or block size get occupancy 1 and reg_binding False.
-    """
-    n = len(k)
-    threads = (k["block_x"].to_numpy() * k["block_y"].to_numpy() * k["block_z"].to_numpy())
-    valid_block = (k["block_x"].to_numpy() > 0) & (k["block_y"].to_numpy() > 0) & (k["block_z"].to_numpy() > 0)
-    threads = np.where(valid_block, threads, 0)
-    regs = k["registers_per_thread"].to_numpy()
-    dev = k["device"].to_numpy()
-    regs_sm = np.full(n, REGS_PER_SM, dtype=np.int64)
-    max_w = np.full(n, DEFAULT_LIMITS[0], dtype=np.int64)
-    max_b = np.full(n, DEFAULT_LIMITS[1], dtype=np.int64)
-    smem_sm = np.zeros(n, dtype=np.int64)
-    reserved = np.zeros(n, dtype=np.int64)
-    src = np.full(n, "", dtype=object)
-    for d in np.unique(dev):  # loop over devices
-        rs, w, b, sm, res, note = sm_limits(meta, int(d))
-        sel = dev == d
-        regs_sm[sel], max_w[sel], max_b[sel], src[sel] = rs, w, b, note
-        smem_sm[sel], reserved[sel] = sm, res
-    known = valid_block & (regs > 0) & (max_w > 0)
-    warps = np.maximum(-(-threads // WARP), 1)
-    regs_warp = -(-np.maximum(regs, 0) * WARP // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
-    by_regs = np.where(known, (regs_sm // np.maximum(regs_warp, 1)) // warps, 0)
-    by_warps = np.maximum(max_w, 1) // warps
-    smem = np.maximum(k["static_smem"].to_numpy(), 0) + np.maximum(k["dynamic_smem"].to_numpy(), 0)
-    by_smem = np.where((smem_sm > 0) & (smem > 0), smem_sm // np.maximum(smem + reserved, 1),
-                       np.iinfo(np.int64).max)
-    other = np.minimum(np.minimum(by_warps, max_b), by_smem)
-    active = np.minimum(by_regs, other)
-    mw = np.maximum(max_w, 1)
-    reg_occ = np.where(known, np.minimum(by_regs * warps, mw) / mw, 1.0)
-    theo = np.where(known, active * warps / mw, 1.0)
-    return {"threads": threads, "reg_occupancy": reg_occ, "theoretical": theo,
-            "reg_binding": known & (by_regs <= other), "limits_source": src}

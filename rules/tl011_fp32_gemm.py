@@ -9,15 +9,8 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
+from tracelint.timeline import classify
 
-#: GEMM / convolution kernels doing FP32 math on the CUDA cores (FFMA), by library naming:
-#: cuBLAS/cuDNN `*_sgemm_*`, `implicit_convolve_sgemm<float...>` and `scudnn`, xmma
-#: `f32f32_f32f32` with an `ffma` mainloop, cutlass SIMT sgemm. TF32 / FP16 / BF16 tensor-core kernels name their type (`tf32`,
-#: `s1688`, `h884`, `bf16`, `hmma`, `wgmma`) and never match.
-FP32_SIMT = re.compile(r"sgemm|scudnn|f32f32_f32f32_f32.*ffma|gemv2?T?_kernel<[^>]*float",
-                       re.IGNORECASE)
-TENSOR_CORE = re.compile(r"tf32|s1688|s16816|h884|h1688|h16816|bf16|f16|hmma|wgmma|i8816|xf32",
-                         re.IGNORECASE)
 #: GPU name -> (compute capability, tensor cores handle FP32 inputs via TF32).
 _TF32_NAMES = re.compile(r"A100|A10|A30|A40|A800|H100|H200|H800|GH200|B100|B200|GB200|L4|L40|RTX (?:30|40|50)|RTX A\d", re.I)
 _TC_NAMES = re.compile(r"V100|T4|TITAN V|RTX 20|Quadro RTX|RTX \d000", re.I)
@@ -48,7 +41,8 @@ class Fp32Gemm(Rule):
     """GEMMs and convolutions run in FP32 on the CUDA cores of a GPU that has tensor cores.
 
     What it detects: GEMM / convolution kernels whose library names show FP32 math on the CUDA
-    cores (cuBLAS `ampere_sgemm_*`, xmma `gemm_f32f32_f32f32_f32_*_ffma`, cuDNN `scudnn`),
+    cores (cuBLAS `ampere_sgemm_*`, xmma `gemm_f32f32_f32f32_f32_*_ffma`, cuDNN `scudnn` and
+    its FP32 engines `dgrad_engine<float>`, `wgrad_alg0_engine<float>`; classify.py's list),
     taking at least `min_share` of a device's kernel time, on a GPU with tensor cores (compute
     capability 7.0+, from the trace's device properties or the GPU name).
     Why it hurts: tensor cores run the same GEMM many times faster: on an A100 FP32 peaks at 19.5
@@ -79,13 +73,12 @@ class Fp32Gemm(Rule):
     def check(self, ctx):
         tl, opt = ctx.tl, self.options
         k = tl.kernels
-        cats = k["name"].cat.categories
-        fp32_cat = np.array([bool(FP32_SIMT.search(str(n))) and not TENSOR_CORE.search(str(n).split("(")[0])
-                             for n in cats], dtype=bool)
-        if not fp32_cat.any():
+        if len(k) == 0:
             return
-        codes = k["name"].cat.codes.to_numpy()
-        is_fp32 = (codes >= 0) & fp32_cat[np.clip(codes, 0, None)]
+        is_fp32 = np.asarray(classify.classify_categorical(k["name"], classify.is_fp32_cuda_core_gemm),
+                             dtype=bool)
+        if not is_fp32.any():
+            return
         dur = (k["end"] - k["start"]).to_numpy()
         dev = k["device"].to_numpy()
         for device in np.unique(dev[is_fp32]):

@@ -28,6 +28,31 @@ def measure() -> dict[str, dict[str, int]]:
     return stats
 
 
+def golden_table() -> list[str]:
+    """Per rule: findings on the shared traces (tests/golden/) and how many were judged true,
+    false or low-value by hand (tests/golden/judgements.json; docs/golden-review.md says how)."""
+    import json
+    golden = Path(__file__).resolve().parents[1] / "tests" / "golden"
+    judged = json.loads((golden / "judgements.json").read_text()) if (golden / "judgements.json").exists() else {}
+    rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for p in sorted(golden.glob("*.json")):
+        if p.name == "judgements.json":
+            continue
+        d = json.loads(p.read_text())
+        for f in d["findings"]:
+            v = judged.get(d["trace"], {}).get(f"{f['rule']}|{f['key']}", {}).get("verdict", "not judged")
+            rows[f["rule"]]["findings"] += 1
+            rows[f["rule"]][v] += 1
+    out = ["", "## Findings on the shared traces, judged by hand", "",
+           "From the golden snapshots (`tests/golden/`, one per shared trace; regenerate with",
+           "`pytest tests/test_golden.py --update-golden`) and the verdicts in",
+           "`tests/golden/judgements.json` (how they were reached: `docs/golden-review.md`).", "",
+           "| rule | findings | true | false | low-value | not judged |", "|---|---|---|---|---|---|"]
+    for rule, c in sorted(rows.items()):
+        out.append(f"| {rule} | {c['findings']} | {c['true']} | {c['false']} | {c['low-value']} | {c['not judged']} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="docs/rules.md")
@@ -53,6 +78,7 @@ def main() -> None:
         prec = s["tp"] / (s["tp"] + s["fp"]) if s["tp"] + s["fp"] else 1.0
         rec = s["tp"] / (s["tp"] + s["fn"]) if s["tp"] + s["fn"] else 1.0
         out.append(f"| {rule} | {s['tp']} | {s['fn']} | {s['fp']} | {s['tn']} | {prec:.0%} | {rec:.0%} |")
+    out += golden_table()
     for r in rules:
         out += ["", f"## {r.id} {r.slug}", "", f"*{r.title}* — severity `{r.severity.value}`, "
                 f"layers {', '.join(sorted(x.value for x in r.layers))}.", ""]

@@ -75,3 +75,13 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: int = 300) -> subproce
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden/*.json from the current findings (review the diff)")
+
+
+@pytest.fixture
+def update_golden(request) -> bool:
+    return bool(request.config.getoption("--update-golden"))

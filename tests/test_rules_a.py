@@ -210,7 +210,7 @@ def test_tl004_unoverlapped_h2d():
     kf = f.evidence["kernel"].facts
     assert kf["bytes"].value == 2 * (16 << 20)
     assert kf["achieved_gbps"].value == pytest.approx(2 * (16 << 20) / (1400 * US), abs=0.01)
-    assert kf["link_peak_gbps"].value == 25.0
+    assert "link_peak_gbps" not in kf     # the timeline names no GPU: no PCIe generation is guessed
     assert (f.where.start_ns, f.where.end_ns) == (400 * US, 1400 * US)
 
 

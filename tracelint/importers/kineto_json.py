@@ -76,6 +76,7 @@ class _Args(msgspec.Struct, gc=False):
     grid: Any = None
     block: Any = None
     registers: Any = msgspec.field(default=-1, name="registers per thread")
+    smem: Any = msgspec.field(default=-1, name="shared memory")
     nbytes: Any = msgspec.field(default=-1, name="bytes")
     # record_shapes=True: op inputs, kept per External id for the efficiency work models.
     # Raw: left undecoded (a byte copy is kept), decoded only when an efficiency model asks.
@@ -366,6 +367,8 @@ class _Builder:
                 for i, xyz in enumerate("xyz"):
                     c[f"{axis}_{xyz}"] = dims[:, i]
             c["registers_per_thread"] = _int_col(args, "registers")
+            # Kineto records static + dynamic shared memory as one total: kept as static.
+            c["static_smem"] = _int_col(args, "smem")
         elif table == "api_calls":
             c["correlation"] = _int_col(args, "correlation")
             c["external_id"] = _external_ids(args)
@@ -663,7 +666,8 @@ def _devices(props: Any, tl: Timeline, versions: dict, notes: list[str]) -> list
         devices.append(Device(
             id=_to_int(p.get("id", i)), name=name, vendor=vendor,
             sm_count=_opt_int(p.get("numSms")), memory_bytes=_opt_int(p.get("totalGlobalMem")),
-            compute_capability=f"{major}.{p.get('computeMinor')}" if major is not None else None))
+            compute_capability=f"{major}.{p.get('computeMinor')}" if major is not None else None,
+            sm_limits=_sm_limits(p)))
     if guessed:
         notes.append(f"devices {guessed}: vendor {guess} inferred from the trace's "
                      f"{'HIP/ROCm' if rocm else 'CUDA'} records (deviceProperties has no name)")
@@ -672,6 +676,17 @@ def _devices(props: Any, tl: Timeline, versions: dict, notes: list[str]) -> list
         notes.append(f"no deviceProperties: devices {ids} inferred from GPU event ids")
         devices = [Device(id=i, vendor=guess) for i in ids]
     return devices
+
+
+def _sm_limits(p: dict) -> dict[str, int] | None:
+    """Per-SM occupancy limits deviceProperties records (see timeline.occupancy)."""
+    warp = _opt_int(p.get("warpSize")) or 32
+    threads = _opt_int(p.get("maxThreadsPerMultiprocessor"))
+    out = {"registers": _opt_int(p.get("regsPerMultiprocessor")),
+           "warps": threads // warp if threads else None,
+           "shared_memory": _opt_int(p.get("sharedMemPerMultiprocessor"))}
+    out = {k: v for k, v in out.items() if v}
+    return out or None
 
 
 def _vendor(name: str | None, gcn_arch: Any) -> str | None:

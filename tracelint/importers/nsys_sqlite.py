@@ -62,7 +62,9 @@ DEVICE_COLUMNS = {"id": ("id", "deviceId"), "name": ("name",),
                   "memory_bandwidth_bps": ("memoryBandwidth", "globalMemoryBandwidth"),
                   "clock_hz": ("clockRate", "coreClockRate"),
                   "major": ("computeMajor", "computeCapabilityMajor"),
-                  "minor": ("computeMinor", "computeCapabilityMinor")}
+                  "minor": ("computeMinor", "computeCapabilityMinor"),
+                  "registers": ("maxRegistersPerSm",), "warps": ("maxWarpsPerSm",),
+                  "blocks": ("maxBlocksPerSm",), "shared_memory": ("maxShmemPerSm",)}
 
 
 def load_nsys_sqlite(path, progress=None) -> Timeline:
@@ -590,7 +592,9 @@ def _devices(db: _Db, tl: Timeline, meta: Meta) -> list[Device]:
                    memory_bandwidth_bps=_num(r.get("memory_bandwidth_bps"), float),
                    clock_hz=_num(r.get("clock_hz"), float),
                    compute_capability=(f"{r['major']}.{r.get('minor', 0)}"
-                                       if r.get("major") else None))
+                                       if r.get("major") else None),
+                   sm_limits={k: int(r[k]) for k in ("registers", "warps", "blocks", "shared_memory")
+                              if _num(r.get(k), int)} or None)
             for i, r in sorted(found.items())]
 
 

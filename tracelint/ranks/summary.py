@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ..timeline import intervals
+from .collective_ops import issuing_collective
 
 #: Canonical collective names, from kernel names or `Collective name` args (first match wins).
 COLLECTIVES: tuple[tuple[str, str], ...] = (
@@ -486,6 +487,7 @@ def _collectives(tl, ctx, s, is_comm_k, comp_union, steps, st_start, st_end, pse
     # Enclosing record_param_comms op of each launch (same thread): its External id keys the args.
     rpc_ext = np.full(len(crow), -1, np.int64)
     r = tl.ranges
+    op_coll = issuing_collective(tl, launch, att, canonical_collective)
     if has.any() and len(r):
         rp = r[(r["name"] == "record_param_comms").to_numpy()]
         if len(rp):
@@ -512,7 +514,9 @@ def _collectives(tl, ctx, s, is_comm_k, comp_union, steps, st_start, st_end, pse
             overlap[i] = int((pe[keep] - ps[keep]).sum())
             for a, b in zip(ps[keep], pe[keep]):
                 pieces.append((i, int(a), int(b)))
-    coll = [canonical_collective(n) or "Generic" for n in names]
+    # The collective op that issued a kernel names it (all_to_all carried by SendRecv kernels
+    # is a collective); the kernel name decides only when no enclosing op says.
+    coll = [oc or canonical_collective(n) or "Generic" for n, oc in zip(names, op_coll)]
     s.collectives = pd.DataFrame({
         "device": dev.astype(np.int64), "stream": k["stream"].to_numpy()[crow].astype(np.int64),
         "start": cs.astype(np.int64), "end": ce.astype(np.int64),
@@ -633,7 +637,7 @@ def attach_sizes(s: RankSummary, kargs: dict[int, dict], rpc: dict[int, dict]) -
         if a is None:
             continue
         canon = canonical_collective(a["coll"])
-        if canon and (coll[i] == "Generic" or coll[i] == canon or coll[i] in ("Reduce",)):
+        if canon:               # the issuing op's own name for it beats the kernel's
             coll[i] = canon
         cols["in_nelems"][i], cols["out_nelems"][i] = a["in_nelems"], a["out_nelems"]
         cols["group_size"][i] = a["group_size"]

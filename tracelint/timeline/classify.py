@@ -18,16 +18,26 @@ import pandas as pd
 KERNEL_CLASSES: Sequence[tuple[str, str]] = (
     ("communication", r"nccl|rccl|all_?reduce|allgather|all_gather|reduce_?scatter|alltoall|"
                       r"all_to_all|cross_device_reduce|multimem|nvls|deep_?ep|dispatch_kernel|"
-                      r"combine_kernel|custom_ar|one_shot_all|two_shot_all|msccl"),
+                      r"combine_kernel|custom_ar|one_shot_all|two_shot_all|msccl|"
+                      # expert-parallel dispatch/combine (DeepEP's dpsk::ep) and NVSHMEM kernels
+                      r"dpsk::ep|4dpsk2ep|nvshmem"),
     # Fused low-bit GEMMs dequantise inside the GEMM: they are GEMM time, not overhead.
+    # Tensor-core GEMM libraries whose names carry no "gemm", or carry element types (E2m1,
+    # E4m3, fp4) that the dequant entry would take: cuBLAS nvjet (Hopper/Blackwell), xmma
+    # GEMMs, TensorRT-LLM grouped/MoE `bmm_*`, Tensile/hipBLASLt `Cijk_*`, Triton mm templates.
     ("gemm", r"marlin|machete|awq_gemm|gptq_gemm|w4a16_?gemm|fp8_gemm|scaled_mm|"
-             r"mxfp4.*(?:matmul|gemm)|(?:matmul|gemm).*mxfp4"),
+             r"mxfp4.*(?:matmul|gemm)|(?:matmul|gemm).*mxfp4|^nvjet|sm\d+_xmma_gemm|"
+             r"(?:^|_|::|\s)bmm_|Cijk_|hipblaslt|triton_tem_\w*mm|fused_moe_kernel|"
+             r"group(?:ed)?_gemm|moe_?gemm"),
     ("dequant", r"dequant|quantize|unpack_?int|int4|w4a16|awq|gptq|fp8_?cast|"
                 r"scaled_fp8|cast_fp8|_quant_|quant_kernel|fp4"),
     ("attention", r"flash|fmha|attention|attn|sdpa|paged_?kv|mha_|softmax_?warp"),
     ("layout", r"transpose|permute|contiguous|nchwToNhwc|nhwcToNchw|im2col|col2im|"
                r"CatArrayBatchedCopy|batched_transpose"),
-    ("gemm", r"gemm|matmul|sgemm|hgemm|dgemm|igemm|cutlass|cublas|xmma|wgmma|mma_|"
+    # Normalisation and pooling from cuDNN / TensorRT libraries, before their library prefix
+    # would call them convolutions.
+    ("reduction", r"\bbn_(?:fw|bw)|batch_?norm|xmma_pooling|_pooling_|pooling_fw|pooling_bw"),
+    ("gemm", r"(?<!fb)gemm|matmul|sgemm|hgemm|dgemm|igemm|cutlass|cublas|xmma|wgmma|mma_|"
              r"Cijk_|hipblaslt|rocblas|ampere_.*(?:gemm|nn|nt|tn|tt)|volta_.*(?:gemm|nn|nt|tn)|"
              r"turing_.*(?:gemm|nn|nt|tn)|sm\d+_xmma|implicit_gemm|conv|cudnn|winograd|"
              r"fprop|dgrad|wgrad|miopen"),
@@ -52,6 +62,8 @@ API_ROLES: Sequence[tuple[str, str]] = (
              r"^(cuda|hip)StreamQuery$|^(cuda|hip)EventQuery$"),
     ("copy", r"^(cuda|hip)Memcpy\w*|^cuMemcpy\w*|^hipMemcpyWithStream$"),
     ("memset", r"^(cuda|hip)Memset\w*|^cuMemset\w*"),
+    ("load", r"^cu(Module|Library)(Load|GetFunction|GetKernel)\w*|^hipModule(Load|GetFunction)\w*|"
+             r"^(cuda|hip)GetFuncBySymbol$|^cudaFuncGetAttributes$|^cuKernelGetFunction$"),
     ("alloc", r"^(cuda|hip)(Malloc|Free|HostAlloc|HostRegister|MallocAsync|FreeAsync|"
               r"MallocHost|FreeHost|MallocManaged)\w*$|^cuMem(Alloc|Free|HostAlloc|Create|"
               r"Release|Map|Unmap|AddressReserve)\w*$"),
@@ -64,6 +76,24 @@ _API_RES = [(c, re.compile(p)) for c, p in API_ROLES]
 HOST_READBACK_OPS = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|nonzero_static|is_nonzero|"
                                r"cpu|masked_select|unique\w*|tolist|repeat_interleave|bincount|"
                                r"histc|allclose|equal)$")
+
+#: GEMM / convolution kernels doing FP32 math on the CUDA cores (FFMA), by library naming:
+#: cuBLAS/cuDNN `*_sgemm_*` and `scudnn`, xmma `f32f32_f32f32_f32` with an `ffma` mainloop,
+#: cutlass SIMT sgemm, FP32 GEMV, and cuDNN's FP32 convolution engines (`dgrad_engine<float`,
+#: `wgrad_alg0_engine<float`, `implicit_convolve_sgemm<float`, implicit-GEMM float engines).
+FP32_CUDA_CORE_GEMM = re.compile(
+    r"sgemm|scudnn|f32f32_f32f32_f32.*ffma|gemv2?T?_kernel<[^>]*float|"
+    r"(?:dgrad|wgrad|fprop|conv)\w*_engine<float\b|convolve_\w*<float\b|"
+    r"implicit_?gemm\w*<float\b", re.IGNORECASE)
+#: Tensor-core kernels name their type (TF32, FP16, BF16, HMMA/WGMMA shapes): never FP32 SIMT.
+TENSOR_CORE_NAME = re.compile(r"tf32|s1688|s16816|h884|h1688|h16816|bf16|f16|hmma|wgmma|i8816|xf32",
+                              re.IGNORECASE)
+
+
+def is_fp32_cuda_core_gemm(name: str) -> bool:
+    """True for a GEMM / convolution kernel whose name shows FP32 math on the CUDA cores."""
+    return bool(FP32_CUDA_CORE_GEMM.search(name)) and not TENSOR_CORE_NAME.search(name.split("(")[0])
+
 
 #: Python files that are library code, not the user's: findings point at the innermost frame
 #: outside these.
@@ -121,6 +151,29 @@ def sync_kind(name: str) -> str:
     if "query" in n:
         return "query"
     return "other"
+
+
+#: Kernels that copy a tensor unchanged (`copy_`, `clone`, `_to_copy`, Inductor's fused clones):
+#: device-to-device copies done on the SMs. Strided copies that change layout (`contiguous()` of
+#: a permuted tensor) are also classed `layout` by KERNEL_CLASSES.
+COPY_KERNEL = re.compile(r"direct_copy|copy_kernel|triton_\w*_clone|clone_kernel|_to_copy|"
+                         r"(?:^|::|\s)copy_\b", re.IGNORECASE)
+
+
+def is_copy_kernel(name: str) -> bool:
+    return bool(COPY_KERNEL.search(kernel_function_name(name)))
+
+
+def blocks_host(name: str) -> bool:
+    """True for a host API call that returns only when device work has finished: a sync that
+    waits (not a query, not cudaStreamWaitEvent, which orders streams on the device), and any
+    copy or memset without `Async` in its name (cudaMemcpy, hipMemcpy, hipMemcpyWithStream,
+    cuMemcpyDtoH). Async copies from pageable memory block too; that needs the copy's memory
+    kind (see timeline.gaps)."""
+    role = api_role(name)
+    if role == "sync":
+        return sync_kind(name) not in ("stream_wait_event", "query")
+    return role in ("copy", "memset") and "async" not in name.lower()
 
 
 def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categorical:

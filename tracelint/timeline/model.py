@@ -25,6 +25,9 @@ class Device:
     memory_bandwidth_bps: float | None = None   # peak DRAM bytes/s
     clock_hz: float | None = None
     compute_capability: str | None = None
+    #: Per-SM limits the trace records (keys: registers, warps, blocks, shared_memory in
+    #: bytes); missing keys fall back to the compute-capability table (timeline.occupancy).
+    sm_limits: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}

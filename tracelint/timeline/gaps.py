@@ -1,0 +1,225 @@
+"""Why a device sat idle: idle windows per iteration, and what the host threads and streams
+did in each (launched late, blocked in a synchronous call, a stream waiting on another stream's
+event, nothing launched), plus the host activity that filled the idle time.
+
+Each idle gap [gs, ge) ends at the next GPU activity, launched by an API call at time L:
+
+* [gs, L): the launch had not been issued. Where the launching thread sat in a blocking call
+  (a sync, a copy or memset without `Async`, an async copy from pageable memory) that time is
+  *blocked*; the rest is *late* (the host was busy elsewhere: Python, data, dispatch).
+* [L, L_end): the host sat inside the launch call itself (*launch call*: lazy kernel
+  loading on a first launch, driver contention).
+* [L_end, ge): the work was launched but did not run. When a stream-wait-event on its stream
+  came between the previous launch on that stream and this one (or the trace's GPU-side sync
+  records say so) that time is *event wait*; inside one CUDA graph launch it is *graph* (the
+  graph's own dependencies); otherwise *queued* (launch latency, or a dependency the trace
+  does not record: another device or process).
+* a gap whose next activity has no launch call in the trace is *unlinked*; a gap that no
+  activity ends (idle until the iteration ends) is *no launch*.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import classify, intervals
+
+CAUSES = ("late", "launch_call", "blocked", "event_wait", "graph", "queued", "no_launch", "unlinked")
+
+
+def blocking_rows(ctx) -> np.ndarray:
+    """Boolean mask over api_calls: calls that block the host until device work finishes."""
+    tl = ctx.tl
+    api = tl.api_calls
+    if len(api) == 0:
+        return np.zeros(0, dtype=bool)
+    mask = np.asarray(classify.classify_categorical(api["name"], classify.blocks_host), dtype=bool)
+    c = tl.copies
+    if len(c):
+        pageable = ((c["src_kind"].astype(str) == "pageable") | (c["dst_kind"].astype(str) == "pageable")).to_numpy()
+        rows = ctx.launch_index("copies")[pageable]
+        mask[rows[rows >= 0]] = True
+    return mask
+
+
+def step_windows(tl) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of each iteration (ProfilerStep ranges), in time order."""
+    r = tl.ranges
+    if len(r) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    s = r[r["kind"].astype(str) == "step"].sort_values("start")
+    return s["start"].to_numpy(), s["end"].to_numpy()
+
+
+def iteration_windows(ctx, device: int, st_s: np.ndarray, st_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each iteration's window on the device: from its host step start to the later of the step
+    end and the end of the last GPU activity it launched (a host that runs ahead leaves its
+    work to finish after the step), clipped so windows never overlap."""
+    if len(st_s) == 0:
+        return st_s, st_e
+    act = ctx.tl.gpu_activity
+    on = act["device"].to_numpy() == device
+    li = ctx.activity_launch[on]
+    a_start = ctx.tl.api_calls["start"].to_numpy()
+    t = np.where(li >= 0, a_start[np.clip(li, 0, None)] if len(a_start) else -1, -1)
+    k = np.searchsorted(st_s, t, side="right") - 1
+    inside = (li >= 0) & (k >= 0) & (t < st_e[np.clip(k, 0, None)])
+    hi = st_e.copy()
+    np.maximum.at(hi, k[inside], act["end"].to_numpy()[on][inside])
+    lo = st_s.copy()
+    lo[1:] = np.maximum(lo[1:], np.maximum.accumulate(hi)[:-1])
+    return lo, np.maximum(hi, lo)
+
+
+def idle_in(busy_s, busy_e, lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    """Idle intervals of [lo, hi) given merged busy intervals."""
+    i0, i1 = np.searchsorted(busy_e, lo, side="right"), np.searchsorted(busy_s, hi, side="left")
+    bs, be = np.clip(busy_s[i0:i1], lo, hi), np.clip(busy_e[i0:i1], lo, hi)
+    starts = np.concatenate([[lo], be])
+    ends = np.concatenate([bs, [hi]])
+    keep = ends > starts
+    return starts[keep], ends[keep]
+
+
+def attribute(ctx, device: int, gs: np.ndarray, ge: np.ndarray, block_mask: np.ndarray) -> pd.DataFrame:
+    """Per gap: ns per cause (columns CAUSES), the next activity's position in the device's
+    activity frame (-1: none), its launch row (-1: none) and the longest blocking call's name."""
+    tl = ctx.tl
+    act = tl.gpu_activity
+    on = act["device"].to_numpy() == device
+    d_start, d_stream = act["start"].to_numpy()[on], act["stream"].to_numpy()[on]
+    d_launch = ctx.activity_launch[on]
+    api = tl.api_calls
+    a_start, a_end = api["start"].to_numpy(), api["end"].to_numpy()
+    a_pid, a_tid = api["pid"].to_numpy(), api["tid"].to_numpy()
+    names = api["name"].astype(str).to_numpy() if len(api) else np.zeros(0, dtype=object)
+    waits = _stream_wait_rows(tl)
+    gpu_waits = _gpu_stream_waits(tl, device)
+    n = len(gs)
+    out = {c: np.zeros(n, dtype=np.int64) for c in CAUSES}
+    nxt_pos = np.full(n, -1, dtype=np.int64)
+    launch = np.full(n, -1, dtype=np.int64)
+    blocker = np.full(n, "", dtype=object)
+    pos = np.searchsorted(d_start, ge, side="left")
+    for i in range(n):  # loop over gaps (the reported ones: few)
+        glen = int(ge[i] - gs[i])
+        p = int(pos[i])
+        if p >= len(d_start) or d_start[p] > ge[i]:
+            out["no_launch"][i] = glen
+            sel = np.flatnonzero(block_mask & (a_start < ge[i]) & (a_end > gs[i]))
+            blocker[i] = _longest(sel, a_start, a_end, names, gs[i], ge[i])
+            continue
+        nxt_pos[i] = p
+        li = int(d_launch[p])
+        if li < 0:
+            out["unlinked"][i] = glen
+            continue
+        launch[i] = li
+        t_launch = int(np.clip(a_start[li], gs[i], ge[i]))
+        thread = (a_pid == a_pid[li]) & (a_tid == a_tid[li]) & block_mask
+        sel = np.flatnonzero(thread & (a_start < t_launch) & (a_end > gs[i]))
+        bs, be = intervals.merge(a_start[sel], a_end[sel]) if len(sel) else (np.zeros(0, np.int64),) * 2
+        blocked = int(intervals.overlap_each(np.array([gs[i]]), np.array([t_launch]), bs, be)[0]) if len(bs) else 0
+        out["blocked"][i] = blocked
+        out["late"][i] = t_launch - int(gs[i]) - blocked
+        blocker[i] = _longest(sel, a_start, a_end, names, gs[i], t_launch)
+        t_ret = int(np.clip(a_end[li], t_launch, ge[i]))
+        out["launch_call"][i] = t_ret - t_launch
+        queued = int(ge[i]) - t_ret
+        if queued > 0 and _waited(p, li, d_start, d_stream, d_launch, a_start, a_pid, a_tid, waits,
+                                  gpu_waits, t_launch, int(ge[i])):
+            out["event_wait"][i] = queued
+        elif "GraphLaunch" in names[li]:
+            out["graph"][i] = queued
+        else:
+            out["queued"][i] = queued
+    df = pd.DataFrame(out)
+    df["next_pos"], df["launch"], df["blocker"] = nxt_pos, launch, blocker
+    return df
+
+
+def _longest(sel, a_start, a_end, names, lo, hi) -> str:
+    if len(sel) == 0:
+        return ""
+    ov = np.minimum(a_end[sel], hi) - np.maximum(a_start[sel], lo)
+    return str(names[sel[int(np.argmax(ov))]])
+
+
+def _stream_wait_rows(tl) -> np.ndarray:
+    api = tl.api_calls
+    if len(api) == 0:
+        return np.zeros(0, dtype=np.int64)
+    kinds = np.asarray(classify.classify_categorical(api["name"], classify.sync_kind), dtype=object)
+    return np.flatnonzero(kinds == "stream_wait_event")
+
+
+def _gpu_stream_waits(tl, device) -> pd.DataFrame:
+    s = tl.syncs
+    if len(s) == 0:
+        return s
+    return s[(s["sync_type"].astype(str) == "stream_wait_event") & (s["device"] == device)]
+
+
+def _waited(p, li, d_start, d_stream, d_launch, a_start, a_pid, a_tid, waits, gpu_waits, t0, t1) -> bool:
+    """Did the stream of activity p wait on another stream's event before running it?"""
+    stream = d_stream[p]
+    if len(gpu_waits):
+        g = gpu_waits[(gpu_waits["stream"] == stream) & (gpu_waits["end"] >= t0) & (gpu_waits["start"] <= t1)]
+        if len(g):
+            return True
+    if len(waits) == 0:
+        return False
+    same = np.flatnonzero((d_stream[:p] == stream) & (d_launch[:p] >= 0))
+    lo = a_start[d_launch[same[-1]]] if len(same) else -1
+    w = waits[(a_pid[waits] == a_pid[li]) & (a_tid[waits] == a_tid[li])]
+    return bool(((a_start[w] >= lo) & (a_start[w] <= a_start[li])).any())
+
+
+def host_activity(ctx, pid: int | None, s: np.ndarray, e: np.ndarray, top: int = 3) -> list[tuple[str, int]]:
+    """The host work overlapping idle windows [s, e): innermost CPU ops and innermost user
+    Python functions, by ns of overlap, largest first (what the host did while the GPU idled)."""
+    tl = ctx.tl
+    if len(s) == 0:
+        return []
+    ws, we = intervals.merge(s, e)
+    out: dict[str, int] = {}
+    r = tl.ranges
+    if len(r):
+        ops = np.flatnonzero((r["kind"].astype(str) == "op").to_numpy()
+                             & ((r["pid"].to_numpy() == pid) if pid is not None else True))
+        leaf = ops[~np.isin(ops, r["parent"].to_numpy()[ops])]
+        _add(out, r["name"].astype(str).to_numpy()[leaf], r["start"].to_numpy()[leaf],
+             r["end"].to_numpy()[leaf], ws, we)
+    f = tl.python_frames
+    if len(f):
+        files = f["file"].astype(str).to_numpy()
+        user = np.array([not classify.LIBRARY_CODE.search(x) for x in files], dtype=bool)
+        user &= (f["pid"].to_numpy() == pid) if pid is not None else True
+        rows = np.flatnonzero(user)
+        inner = rows[~np.isin(rows, f["parent"].to_numpy()[rows])]
+        labels = np.array([f"{fn} ({fl}:{ln})" for fn, fl, ln in
+                           zip(f["function"].astype(str).to_numpy()[inner], files[inner],
+                               f["line"].to_numpy()[inner])], dtype=object)
+        _add(out, labels, f["start"].to_numpy()[inner], f["end"].to_numpy()[inner], ws, we)
+    return sorted(out.items(), key=lambda kv: -kv[1])[:top]
+
+
+def _add(out: dict, names, rs, re_, ws, we) -> None:
+    if len(names) == 0:
+        return
+    ov = _overlap_rows(rs, re_, ws, we)
+    keep = ov > 0
+    for name, ns in pd.Series(ov[keep]).groupby(names[keep]).sum().items():
+        out[str(name)] = out.get(str(name), 0) + int(ns)
+
+
+def _overlap_rows(rs, re_, ws, we) -> np.ndarray:
+    """ns of each row [rs, re_) inside the union of merged windows [ws, we)."""
+    cum = np.concatenate([[0], np.cumsum(we - ws)])
+
+    def covered(t):
+        i = np.searchsorted(ws, t, side="right")
+        inside = np.where(i > 0, np.minimum(t, we[np.maximum(i - 1, 0)]) - ws[np.maximum(i - 1, 0)], 0)
+        return cum[np.maximum(i - 1, 0)] + np.maximum(inside, 0) * (i > 0)
+
+    return covered(re_) - covered(rs)
