@@ -1,7 +1,6 @@
 """TL009 exposed-communication."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,6 +9,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import intervals
+from tracelint.timeline.collectives import canonical_collective, collective_label, issuing_collective
 
 
 @dataclass(frozen=True)
@@ -17,31 +17,6 @@ class Options:
     min_share: float = option(0.02, "Report a collective when its exposed time is at least this share of the device's active window.")
     min_exposed_ns: int = option(50_000, "Ignore collectives with less exposed time than this (ns) in total.")
     top: int = option(5, "How many of the most exposed instances to list as windows.")
-
-
-#: Collective names in NCCL / RCCL / custom all-reduce kernel names -> canonical name.
-_COLLECTIVES = (
-    ("AllReduce", r"all_?reduce|allreduce|cross_device_reduce|one_shot_all|two_shot_all|custom_ar"),
-    ("ReduceScatter", r"reduce_?scatter"),
-    ("AllGather", r"all_?gather"),
-    ("AllToAll", r"all_?to_?all|alltoall|dispatch_kernel|combine_kernel|deep_?ep"),
-    ("Broadcast", r"broadcast|bcast"),
-    ("SendRecv", r"sendrecv|send_recv"),
-    ("Send", r"(?<![a-z])send|_send"),
-    ("Recv", r"recv"),
-    ("Reduce", r"reduce"),
-)
-_COLL_RES = [(c, re.compile(p, re.I)) for c, p in _COLLECTIVES]
-
-
-def collective_of(name: str) -> str:
-    """Canonical collective of a communication kernel name; else the name up to its arguments
-    (`ncclDevKernel_Generic(...)` -> `ncclDevKernel_Generic`: NCCL 2.19+ generic kernels do
-    not name the collective)."""
-    for canon, rx in _COLL_RES:
-        if rx.search(name):
-            return canon
-    return name.split("(", 1)[0].strip()[:80] or "communication"
 
 
 class ExposedCommunication(Rule):
@@ -109,8 +84,7 @@ class ExposedCommunication(Rule):
         window = int(ae.max() - as_.min()) if len(as_) else 0
         if window <= 0:
             return
-        names = k["name"].astype(str).to_numpy()[crow]
-        coll = pd.Series(names).map(_collective_cache(names)).to_numpy()
+        coll = _collectives(ctx, crow)
         # Device-wide, each exposed ns once: union of comm minus its overlap with compute.
         ms, me = intervals.merge(cs, ce)
         dev_exposed = int((me - ms).sum() - intervals.overlap_each(ms, me, bs, be).sum())
@@ -179,5 +153,13 @@ class ExposedCommunication(Rule):
             key=f"{coll}|device{device}")
 
 
-def _collective_cache(names: np.ndarray) -> dict[str, str]:
-    return {n: collective_of(n) for n in pd.unique(names)}
+def _collectives(ctx, crow: np.ndarray) -> np.ndarray:
+    """The collective of each communication kernel: the op that issued it (c10d / nccl ops),
+    else its kernel name (timeline.collectives, the definition the job view uses too)."""
+    tl = ctx.tl
+    names = tl.kernels["name"].astype(str).to_numpy()[crow]
+    labels = {n: collective_label(n) for n in pd.unique(names)}
+    launch = ctx.launch_index("kernels")[crow]
+    t = tl.api_calls["start"].to_numpy()[np.clip(launch, 0, None)] if len(tl.api_calls) else launch
+    by_op = issuing_collective(tl, launch, t, canonical_collective)
+    return np.array([op or labels[n] for op, n in zip(by_op, names)], dtype=object)

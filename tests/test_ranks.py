@@ -20,8 +20,8 @@ from tracelint.ranks.job import check_config, discover, group_job, lint_job
 from tracelint.reporters.job import (render_job, render_job_html, render_job_json,
                                     render_job_markdown, render_job_text)
 from tracelint.engine.job_context import BUSBW_FACTOR
-from tracelint.ranks.summary import (RankSummary, canonical_collective, dtype_bytes,
-                                     rank_from_name, summarize_source)
+from tracelint.ranks.summary import RankSummary, rank_from_name, summarize_source
+from tracelint.timeline.collectives import canonical_collective, dtype_bytes
 from tracelint.ranks.synth import RawTrace, make_job
 
 pytestmark = needs_shared()

@@ -35,63 +35,13 @@ import numpy as np
 import pandas as pd
 
 from ..timeline import intervals
-from .collective_ops import issuing_collective
-
-#: Canonical collective names, from kernel names or `Collective name` args (first match wins).
-COLLECTIVES: tuple[tuple[str, str], ...] = (
-    ("AllReduce", r"all_?reduce|allreduce|cross_device_reduce|one_shot_all|two_shot_all|custom_ar|"
-                  r"multimem|nvls"),
-    ("ReduceScatter", r"reduce_?scatter"),
-    ("AllGather", r"all_?gather"),
-    ("AllToAll", r"all_?to_?all|alltoall|dispatch_kernel|combine_kernel|deep_?ep"),
-    ("Broadcast", r"broadcast|bcast"),
-    ("SendRecv", r"sendrecv|send_?recv"),
-    ("Send", r"(?:^|[^a-z])send"),
-    ("Recv", r"recv"),
-    ("Barrier", r"barrier"),
-    ("Reduce", r"reduce"),
-    ("Gather", r"gather"),
-    ("Scatter", r"scatter"),
-)
-_COLL_RES = [(c, re.compile(p, re.I)) for c, p in COLLECTIVES]
-#: Point-to-point operations: only two ranks take part, so cross-rank arrival skew does not apply.
-P2P = frozenset({"SendRecv", "Send", "Recv"})
-
-#: Bytes per element of the dtype names PyTorch writes in `dtype` (lower-cased).
-DTYPE_BYTES = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
-    "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2,
-    "char": 1, "int8": 1, "byte": 1, "uint8": 1, "bool": 1, "complexhalf": 4,
-    "complexfloat": 8, "complexdouble": 16, "uint16": 2, "uint32": 4, "uint64": 8,
-}
+from ..timeline.collectives import (canonical_collective, collective_kind, dtype_bytes,
+                                    issuing_collective)
 
 _RANK_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?:of(\d+))?", re.I)
 _OF_NAME = re.compile(r"(?:^|[^a-z0-9])(\d+)of(\d+)(?:[^0-9]|$)", re.I)
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]+://|::")
 _EPOCH_MIN_NS = 10**18          # 2001-09-09: a time base this large is a Unix epoch
-
-
-def canonical_collective(name: str | None) -> str | None:
-    """AllReduce, AllGather, ... from a kernel name or a `Collective name` arg; None if unknown."""
-    if not name:
-        return None
-    for canon, rx in _COLL_RES:
-        if rx.search(name):
-            return canon
-    return None
-
-
-def collective_kind(coll: str) -> str:
-    return "p2p" if coll in P2P else "unknown" if coll == "Generic" else "collective"
-
-
-def dtype_bytes(dtype: Any) -> int:
-    if not isinstance(dtype, str):
-        return -1
-    d = dtype.strip().lower().removeprefix("torch.")
-    if d.startswith("float8") or d.startswith("fp8"):
-        return 1
-    return DTYPE_BYTES.get(d, -1)
 
 
 def rank_from_name(name: str) -> tuple[int | None, int | None]:
@@ -667,4 +617,4 @@ def finish_collectives(s: RankSummary) -> None:
 
 
 __all__ = ["RankSummary", "summarize_source", "summarize_timeline", "rank_from_name",
-           "canonical_collective", "dtype_bytes", "is_url", "local_copy"]
+           "is_url", "local_copy"]

@@ -1,0 +1,99 @@
+"""What a collective is, once for the per-trace rules and the job view: the canonical name
+from a kernel name or a `Collective name` argument, whether it is point-to-point, the
+collective op that issued a kernel (NCCL runs all_to_all on SendRecv kernels and all_gather on
+Broadcast ones on some versions, so the kernel name alone would call a collective
+point-to-point), and the element size of the dtypes PyTorch records in collective args."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+#: Canonical collective names, from kernel names or `Collective name` args (first match wins).
+COLLECTIVES: tuple[tuple[str, str], ...] = (
+    ("AllReduce", r"all_?reduce|allreduce|cross_device_reduce|one_shot_all|two_shot_all|custom_ar|"
+                  r"multimem|nvls"),
+    ("ReduceScatter", r"reduce_?scatter"),
+    ("AllGather", r"all_?gather"),
+    ("AllToAll", r"all_?to_?all|alltoall|dispatch_kernel|combine_kernel|deep_?ep"),
+    ("Broadcast", r"broadcast|bcast"),
+    ("SendRecv", r"sendrecv|send_?recv"),
+    ("Send", r"(?:^|[^a-z])send"),
+    ("Recv", r"recv"),
+    ("Barrier", r"barrier"),
+    ("Reduce", r"reduce"),
+    ("Gather", r"gather"),
+    ("Scatter", r"scatter"),
+)
+_COLL_RES = [(c, re.compile(p, re.I)) for c, p in COLLECTIVES]
+#: Point-to-point operations: only two ranks take part, so cross-rank arrival skew does not apply.
+P2P = frozenset({"SendRecv", "Send", "Recv"})
+
+#: Bytes per element of the dtype names PyTorch writes in `dtype` (lower-cased).
+DTYPE_BYTES = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
+    "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2,
+    "char": 1, "int8": 1, "byte": 1, "uint8": 1, "bool": 1, "complexhalf": 4,
+    "complexfloat": 8, "complexdouble": 16, "uint16": 2, "uint32": 4, "uint64": 8,
+}
+
+def canonical_collective(name: str | None) -> str | None:
+    """AllReduce, AllGather, ... from a kernel name or a `Collective name` arg; None if unknown."""
+    if not name:
+        return None
+    for canon, rx in _COLL_RES:
+        if rx.search(name):
+            return canon
+    return None
+
+
+def collective_kind(coll: str) -> str:
+    return "p2p" if coll in P2P else "unknown" if coll == "Generic" else "collective"
+
+
+def dtype_bytes(dtype: Any) -> int:
+    if not isinstance(dtype, str):
+        return -1
+    d = dtype.strip().lower().removeprefix("torch.")
+    if d.startswith("float8") or d.startswith("fp8"):
+        return 1
+    return DTYPE_BYTES.get(d, -1)
+
+
+def collective_label(name: str) -> str:
+    """The canonical collective of a kernel name, else the name up to its arguments
+    (`ncclDevKernel_Generic(...)` -> `ncclDevKernel_Generic`: NCCL 2.19+ generic kernels do not
+    name the collective)."""
+    return canonical_collective(name) or name.split("(", 1)[0].strip()[:80] or "communication"
+
+
+#: CPU ops / NVTX ranges that issue a collective and name it: c10d ops (`c10d::alltoall_`,
+#: `c10d::_allgather_base_`), ProcessGroupNCCL's `nccl:all_to_all`, DeepSpeed/Megatron wrappers.
+_ISSUING_OP = re.compile(r"^(?:c10d::|c10d_functional::|_c10d_functional::|nccl:|gloo:|ProcessGroup\w*::)", re.I)
+
+
+def issuing_collective(tl, launch: np.ndarray, t: np.ndarray, canon) -> list[str | None]:
+    """Per communication kernel (its launch row and launch time), the collective named by the
+    innermost enclosing c10d / nccl op or range on the launching thread (canon maps a name to
+    AllReduce, AllToAll, ...), or None."""
+    out: list[str | None] = [None] * len(launch)
+    r = tl.ranges
+    if len(r) == 0 or not (launch >= 0).any():
+        return out
+    names = r["name"].astype(str)
+    sel = names.str.match(_ISSUING_OP.pattern, case=False).to_numpy()
+    if not sel.any():
+        return out
+    ops = r[sel]
+    o_key = ops["pid"].to_numpy() * 1_000_003 + ops["tid"].to_numpy()
+    o_s, o_e, o_d = ops["start"].to_numpy(), ops["end"].to_numpy(), ops["depth"].to_numpy()
+    o_coll = [canon(n.split(",")[0].split("::")[-1]) for n in ops["name"].astype(str)]
+    api = tl.api_calls
+    a_key = api["pid"].to_numpy() * 1_000_003 + api["tid"].to_numpy()
+    for i in np.flatnonzero(launch >= 0):  # loop over communication kernels
+        hit = np.flatnonzero((o_key == a_key[launch[i]]) & (o_s <= t[i]) & (o_e >= t[i]))
+        hit = [h for h in hit[np.argsort(-o_d[hit], kind="stable")] if o_coll[h]]
+        if hit:
+            out[i] = o_coll[hit[0]]
+    return out
