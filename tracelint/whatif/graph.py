@@ -62,6 +62,7 @@ class RunGraph:
     h_api_row: np.ndarray       # api_calls row, -1 for markers
     h_step: np.ndarray          # iteration number at step markers, -1 elsewhere
     h_step_edge: np.ndarray     # 0 step start marker, 1 step end marker, -1 elsewhere
+    h_driving: np.ndarray       # bool: the item's thread launches GPU work or waits for it
     # GPU ops
     g_device: np.ndarray
     g_stream: np.ndarray
@@ -77,6 +78,13 @@ class RunGraph:
     g_qgap: np.ndarray          # queue gap after the stream predecessor
     g_xpred: np.ndarray         # op on another stream it waited for, -1 none
     g_xgap: np.ndarray
+    g_kind: np.ndarray          # object: copy kind (H2D, D2H, ...), '' for other ops
+    # host ranges (framework ops, NVTX, steps), for edits of host work
+    r_thread: np.ndarray
+    r_start: np.ndarray
+    r_end: np.ndarray
+    r_name: np.ndarray          # object
+    r_step: np.ndarray          # bool: an iteration range
     meta: dict = field(default_factory=dict)
 
     @property
@@ -312,16 +320,28 @@ def build(tl: Timeline) -> RunGraph:
     launch = np.where(anchored, -1, launch)
     target, ret, extra = _blocking(tl, h, g, launch)
     lo, hi = tl.span
+    threads = pd.Series(thread, index=pd.MultiIndex.from_arrays([h["pid"], h["tid"]])).groupby(level=[0, 1]).first()
+    r = tl.ranges
+    r_thread = threads.reindex(pd.MultiIndex.from_arrays([r["pid"], r["tid"]])).fillna(-1).to_numpy(np.int64)
+    kind = np.full(len(g), "", dtype=object)
+    cp = (g["table"] == "copies").to_numpy()
+    kind[cp] = tl.copies["kind"].astype(str).to_numpy()[g["row"].to_numpy()[cp]]
+    drives = np.zeros(int(thread.max()) + 1 if len(thread) else 0, bool)
+    drives[thread[launch[launch >= 0]]] = True
+    drives[thread[target >= 0]] = True
     return RunGraph(
         span_start=int(lo), span_end=int(hi),
         h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(np.int64),
         h_name=h["name"].to_numpy(object), h_role=h["role"].to_numpy(object),
         h_prev=prev, h_inside=inside, h_gap=gap, h_target=target, h_ret=ret, h_extra=extra,
         h_api_row=h["api_row"].to_numpy(np.int64), h_step=h["step"].to_numpy(np.int64),
-        h_step_edge=h["edge"].to_numpy(np.int64),
+        h_step_edge=h["edge"].to_numpy(np.int64), h_driving=drives[thread],
         g_device=g["device"].to_numpy(np.int64), g_stream=g["stream"].to_numpy(np.int64),
         g_start=g["start"].to_numpy(np.int64), g_end=g["end"].to_numpy(np.int64),
         g_name=g["name"].astype(str).to_numpy(object), g_table=g["table"].to_numpy(object),
         g_row=g["row"].to_numpy(np.int64), g_class=g["cls"].to_numpy(object),
         g_launch=launch, g_lat=lat, g_spred=spred, g_qgap=qgap, g_xpred=xpred, g_xgap=xgap,
+        g_kind=kind, r_thread=r_thread, r_start=r["start"].to_numpy(np.int64),
+        r_end=r["end"].to_numpy(np.int64), r_name=r["name"].astype(str).to_numpy(object),
+        r_step=(r["kind"] == "step").to_numpy(),
         meta={"format": tl.meta.format, "anchored_ops": int(anchored.sum())})

@@ -67,13 +67,29 @@ class Replay:
     def span_ns(self) -> int:
         return self.end - self.graph.span_start
 
-    def iterations(self) -> dict[int, int]:
-        """Replayed duration of every iteration (ProfilerStep ranges), by step number."""
+    @property
+    def work_end(self) -> int:
+        """End of the GPU work and of the threads that drive it (launch or wait): what a fix
+        can move. Threads that never touch the GPU keep their traced times."""
+        d = self.graph.h_driving
+        ends = [int(a.max()) for a in (self.h_end[d], self.g_end) if len(a)]
+        return max(ends) if ends else self.end
+
+    @property
+    def work_span_ns(self) -> int:
+        return self.work_end - self.graph.span_start
+
+    def windows(self) -> dict[int, tuple[int, int]]:
+        """Replayed (start, end) of every iteration (ProfilerStep ranges), by step number."""
         g = self.graph
         out: dict[int, list] = {}
         for i in np.flatnonzero(g.h_step >= 0):
             out.setdefault(int(g.h_step[i]), [0, 0])[int(g.h_step_edge[i])] = int(self.h_start[i])
-        return {k: v[1] - v[0] for k, v in sorted(out.items())}
+        return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+    def iterations(self) -> dict[int, int]:
+        """Replayed duration of every iteration, by step number."""
+        return {k: b - a for k, (a, b) in self.windows().items()}
 
 
 def _order(g: RunGraph, p: Plan) -> np.ndarray:

@@ -1,0 +1,208 @@
+"""Edits: what a fix changes in the run, applied to a replay Plan.
+
+Each edit names what it touches by a regular expression over names (kernel, copy, API call or
+host range names; searched, case-insensitive) and optional row selections, so rules can state
+their fix precisely and users can ask their own questions from the command line.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..timeline import intervals
+from .graph import API, RunGraph
+from .replay import Plan
+
+
+def _match(names: np.ndarray, pattern: str) -> np.ndarray:
+    """Boolean mask of names the pattern finds (over distinct names only)."""
+    if len(names) == 0:
+        return np.zeros(0, bool)
+    rx = re.compile(pattern, re.IGNORECASE)
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    return np.array([bool(rx.search(u)) for u in uniq], bool)[inv]
+
+
+def _sel(n: int, rows) -> np.ndarray:
+    m = np.zeros(n, bool)
+    if rows is not None:
+        m[np.asarray(rows, dtype=np.int64)] = True
+    return m
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Scale the duration of matching GPU ops, API calls and host ranges by factor.
+
+    Host ranges (framework ops, NVTX) scale the host work between calls that they cover.
+    gpu_ops: optional indices into the graph's GPU ops instead of (or besides) the pattern.
+    """
+
+    pattern: str | None
+    factor: float
+    gpu_ops: tuple = ()
+    gpu_only: bool = False
+
+    def apply(self, g: RunGraph, p: Plan) -> None:
+        gm = _sel(g.n_gpu, self.gpu_ops or None)
+        if self.pattern:
+            gm |= _match(g.g_name, self.pattern)
+        p.g_dur[gm] = np.round(p.g_dur[gm] * self.factor).astype(np.int64)
+        if self.gpu_only or not self.pattern:
+            return
+        hm = _match(g.h_name, self.pattern) & (g.h_kind == API)
+        p.h_dur[hm] = np.round(p.h_dur[hm] * self.factor).astype(np.int64)
+        _scale_host_work(g, p, _match(g.r_name, self.pattern) & ~g.r_step, self.factor)
+
+
+def _scale_host_work(g: RunGraph, p: Plan, ranges: np.ndarray, factor: float) -> None:
+    """Scale the part of each host gap (time between calls) that matching ranges cover."""
+    if not ranges.any():
+        return
+    after = (g.h_prev >= 0) & ~g.h_inside
+    q = np.maximum(g.h_prev, 0)
+    lo, hi = g.h_end[q], g.h_start
+    for t in np.unique(g.r_thread[ranges]):
+        rs, re_ = intervals.merge(g.r_start[ranges & (g.r_thread == t)], g.r_end[ranges & (g.r_thread == t)])
+        on = np.flatnonzero(after & (g.h_thread == t) & (hi > lo))
+        cov = intervals.overlap_each(lo[on], hi[on], rs, re_)
+        p.h_gap[on] -= np.round(cov * (1.0 - factor)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class RemoveHostWork:
+    """Remove the host work inside matching ranges (Scale to 0 of their host time only)."""
+
+    pattern: str
+
+    def apply(self, g: RunGraph, p: Plan) -> None:
+        _scale_host_work(g, p, _match(g.r_name, self.pattern) & ~g.r_step, 0.0)
+
+
+@dataclass(frozen=True)
+class RemoveSync:
+    """Matching blocking calls no longer wait for the GPU: the host continues at once
+    (each keeps its return latency as its own cost).
+
+    within: only calls inside host ranges matching this pattern (e.g. aten::item).
+    host_items: optional indices of host items instead of the pattern.
+    """
+
+    pattern: str | None = None
+    within: str | None = None
+    host_items: tuple = ()
+
+    def apply(self, g: RunGraph, p: Plan) -> None:
+        m = _sel(g.n_host, self.host_items or None)
+        if self.pattern:
+            m |= _match(g.h_name, self.pattern)
+        if self.within:
+            m &= _inside_ranges(g, _match(g.r_name, self.within))
+        m &= p.h_target >= 0
+        p.h_target[m] = -1
+        p.h_dur[m] = np.minimum(p.h_dur[m], p.h_ret[m])
+        for i in np.flatnonzero(m):
+            p.h_extra.pop(int(i), None)
+
+
+def _inside_ranges(g: RunGraph, ranges: np.ndarray) -> np.ndarray:
+    """Host items that start inside one of the given ranges on their thread."""
+    out = np.zeros(g.n_host, bool)
+    for t in np.unique(g.r_thread[ranges]):
+        rs, re_ = intervals.merge(g.r_start[ranges & (g.r_thread == t)], g.r_end[ranges & (g.r_thread == t)])
+        on = np.flatnonzero(g.h_thread == t)
+        k = np.searchsorted(rs, g.h_start[on], side="right") - 1
+        out[on] = (k >= 0) & (g.h_start[on] < re_[np.maximum(k, 0)])
+    return out
+
+
+@dataclass(frozen=True)
+class AsyncCopies:
+    """Matching copies run on their own stream, prefetched from pinned memory: they no
+    longer queue behind or block compute, and the host does not wait for them."""
+
+    pattern: str | None = None
+    kinds: tuple = ()              # copy kinds (H2D, D2H, ...) when the graph knows them
+    gpu_ops: tuple = ()
+
+    def apply(self, g: RunGraph, p: Plan) -> None:
+        m = _sel(g.n_gpu, self.gpu_ops or None)
+        copies = g.g_table == "copies"
+        if self.pattern:
+            m |= _match(g.g_name, self.pattern) & copies
+        if self.kinds:
+            m |= np.isin(g.g_kind, list(self.kinds)) & copies
+        if not m.any():
+            return
+        _restream(g, p, m)
+        p.g_xpred[np.isin(p.g_xpred, np.flatnonzero(m))] = -1
+        blocked_on = np.isin(p.h_target, np.flatnonzero(m))
+        own_call = np.zeros(g.n_host, bool)
+        own_call[g.g_launch[m][g.g_launch[m] >= 0]] = True
+        RemoveSync(host_items=tuple(np.flatnonzero(blocked_on & own_call))).apply(g, p)
+
+
+def _restream(g: RunGraph, p: Plan, moved: np.ndarray) -> None:
+    """Put the moved ops on a stream of their own per device; relink both streams' order."""
+    kind = np.unique(g.g_kind.astype(str), return_inverse=True)[1]
+    skey = np.where(moved, -(g.g_stream * 64 + kind) - 1, g.g_stream)
+    order = np.lexsort((g.g_start, skey, g.g_device))
+    dev, st = g.g_device[order], skey[order]
+    same = np.r_[False, (dev[1:] == dev[:-1]) & (st[1:] == st[:-1])]
+    new_pred = np.where(same, np.r_[-1, order[:-1]], -1)
+    changed = order[new_pred != p.g_spred[order]]
+    p.g_spred[order] = new_pred
+    p.g_qgap[changed] = np.minimum(p.g_qgap[changed], 1_000)
+
+
+@dataclass(frozen=True)
+class Fuse:
+    """Runs of consecutive matching kernels on a stream become one launch (a fused kernel
+    or a graph launch): the run's GPU time is kept, the launches after the first and the
+    host work between them disappear, and the GPU runs the pieces back to back."""
+
+    pattern: str | None = None
+    gpu_ops: tuple = ()
+    min_run: int = 2
+
+    def apply(self, g: RunGraph, p: Plan) -> None:
+        m = _sel(g.n_gpu, self.gpu_ops or None)
+        if self.pattern:
+            m |= _match(g.g_name, self.pattern)
+        m &= g.g_table == "kernels"
+        same = np.r_[False, (g.g_device[1:] == g.g_device[:-1]) & (g.g_stream[1:] == g.g_stream[:-1])]
+        cont = m & same & np.r_[False, m[:-1]]
+        starts = np.flatnonzero(m & ~cont)
+        for a in starts:
+            b = a
+            while b + 1 < len(m) and cont[b + 1]:
+                b += 1
+            if b - a + 1 < self.min_run:
+                continue
+            p.g_dur[a] = int(p.g_dur[a:b + 1].sum())
+            p.g_dur[a + 1:b + 1] = 0
+            p.g_launch[a + 1:b + 1] = -1
+            p.g_xpred[a + 1:b + 1] = -1
+            p.g_qgap[a + 1:b + 1] = 0
+            la, lb = g.g_launch[a], g.g_launch[b]
+            if la >= 0 and lb > la and g.h_thread[la] == g.h_thread[lb]:
+                span = np.arange(la + 1, lb + 1)
+                span = span[g.h_kind[span] == API]      # iteration markers stay where they are
+                keep = p.h_target[span] >= 0
+                p.h_dur[span[~keep]] = 0
+                p.h_gap[span] = np.where(g.h_inside[span], p.h_gap[span], 0)
+
+
+@dataclass
+class EditSet:
+    """Edits applied in order to a fresh plan."""
+
+    edits: list = field(default_factory=list)
+
+    def plan(self, g: RunGraph) -> Plan:
+        p = Plan.of(g)
+        for e in self.edits:
+            e.apply(g, p)
+        return p
