@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from .replay import Replay
 
@@ -37,28 +38,19 @@ class CriticalPath:
         s, e = self.start, self.end
         if lo is not None:
             s, e = np.maximum(s, lo), np.minimum(e, hi)
-        d = np.maximum(e - s, 0)
-        out: dict[str, int] = {}
-        for c in np.unique(self.cls):
-            v = int(d[self.cls == c].sum())
-            if v:
-                out[str(c)] = v
-        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+        d = pd.Series(np.maximum(e - s, 0)).groupby(self.cls).sum()
+        d = d[d > 0].sort_values(ascending=False, kind="stable")
+        return {str(k): int(v) for k, v in d.items()}
 
     def top_items(self, n: int = 10) -> list[dict]:
-        d = self.end - self.start
-        keys = np.char.add(self.cls.astype(str), np.char.add("\x1f", self.item.astype(str))) \
-            if len(d) else np.zeros(0, str)
-        uniq, inv = np.unique(keys, return_inverse=True)
-        tot = np.bincount(inv, weights=d, minlength=len(uniq))
-        cnt = np.bincount(inv, minlength=len(uniq))
-        out = []
-        for k in np.argsort(-tot)[:n]:
-            cls, name = uniq[k].split("\x1f", 1)
-            if tot[k] <= 0:
-                break
-            out.append({"name": name, "class": cls, "ns": int(tot[k]), "count": int(cnt[k])})
-        return out
+        """The classes and names that take most time on the path (all their pieces summed)."""
+        if not len(self.start):
+            return []
+        df = pd.DataFrame({"cls": self.cls, "item": self.item, "d": self.end - self.start})
+        agg = df.groupby(["cls", "item"], sort=False)["d"].agg(["sum", "size"])
+        agg = agg[agg["sum"] > 0].sort_values("sum", ascending=False, kind="stable").head(n)
+        return [{"name": str(item), "class": str(cls), "ns": int(r["sum"]), "count": int(r["size"])}
+                for (cls, item), r in agg.iterrows()]
 
     def to_dict(self, span_ns: int, iterations: dict[int, tuple[int, int]] | None = None,
                 top: int = 10) -> dict:

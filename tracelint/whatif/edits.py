@@ -33,20 +33,53 @@ def _sel(n: int, rows) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class Ops:
+    """Which GPU ops an edit touches: every criterion given must hold (an empty Ops selects
+    none). pattern: regex over names; classes: kernel classes (or copy/memset); devices;
+    kernel_rows / copy_rows: rows of the Timeline's tables (what rules know)."""
+
+    pattern: str | None = None
+    classes: tuple = ()
+    devices: tuple = ()
+    kinds: tuple = ()
+    kernel_rows: tuple = ()
+    copy_rows: tuple = ()
+
+    def mask(self, g: RunGraph) -> np.ndarray:
+        m = np.ones(g.n_gpu, bool)
+        given = False
+        if self.pattern:
+            m &= _match(g.g_name, self.pattern)
+            given = True
+        for vals, arr in ((self.classes, g.g_class), (self.devices, g.g_device), (self.kinds, g.g_kind)):
+            if vals:
+                m &= np.isin(arr, list(vals))
+                given = True
+        if self.kernel_rows or self.copy_rows:
+            rows = np.zeros(g.n_gpu, bool)
+            for table, sel in (("kernels", self.kernel_rows), ("copies", self.copy_rows)):
+                if sel:
+                    rows |= (g.g_table == table) & np.isin(g.g_row, np.asarray(sel, dtype=np.int64))
+            m &= rows
+            given = True
+        return m & given
+
+
+@dataclass(frozen=True)
 class Scale:
     """Scale the duration of matching GPU ops, API calls and host ranges by factor.
 
     Host ranges (framework ops, NVTX) scale the host work between calls that they cover.
-    gpu_ops: optional indices into the graph's GPU ops instead of (or besides) the pattern.
+    ops: GPU ops selected otherwise (class, device, table rows), besides the pattern.
     """
 
     pattern: str | None
     factor: float
-    gpu_ops: tuple = ()
+    ops: Ops | None = None
     gpu_only: bool = False
 
     def apply(self, g: RunGraph, p: Plan) -> None:
-        gm = _sel(g.n_gpu, self.gpu_ops or None)
+        gm = self.ops.mask(g) if self.ops else np.zeros(g.n_gpu, bool)
         if self.pattern:
             gm |= _match(g.g_name, self.pattern)
         p.g_dur[gm] = np.round(p.g_dur[gm] * self.factor).astype(np.int64)
@@ -124,24 +157,40 @@ class AsyncCopies:
     longer queue behind or block compute, and the host does not wait for them."""
 
     pattern: str | None = None
-    kinds: tuple = ()              # copy kinds (H2D, D2H, ...) when the graph knows them
-    gpu_ops: tuple = ()
+    kinds: tuple = ()              # copy kinds (H2D, D2H, ...)
+    ops: Ops | None = None
 
     def apply(self, g: RunGraph, p: Plan) -> None:
-        m = _sel(g.n_gpu, self.gpu_ops or None)
-        copies = g.g_table == "copies"
+        m = self.ops.mask(g) if self.ops else np.zeros(g.n_gpu, bool)
         if self.pattern:
-            m |= _match(g.g_name, self.pattern) & copies
+            m |= _match(g.g_name, self.pattern)
         if self.kinds:
-            m |= np.isin(g.g_kind, list(self.kinds)) & copies
-        if not m.any():
-            return
-        _restream(g, p, m)
-        p.g_xpred[np.isin(p.g_xpred, np.flatnonzero(m))] = -1
-        blocked_on = np.isin(p.h_target, np.flatnonzero(m))
-        own_call = np.zeros(g.n_host, bool)
-        own_call[g.g_launch[m][g.g_launch[m] >= 0]] = True
-        RemoveSync(host_items=tuple(np.flatnonzero(blocked_on & own_call))).apply(g, p)
+            m |= np.isin(g.g_kind, list(self.kinds))
+        _detach(g, p, m & (g.g_table == "copies"))
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Selected ops (e.g. a collective) overlap with compute: own stream, nothing waits for
+    them and they wait for nothing but their launch and their own stream."""
+
+    ops: Ops
+
+    def apply(self, g: RunGraph, p: Plan) -> None:
+        m = self.ops.mask(g)
+        _detach(g, p, m)
+        p.g_xpred[m] = -1
+
+
+def _detach(g: RunGraph, p: Plan, m: np.ndarray) -> None:
+    if not m.any():
+        return
+    _restream(g, p, m)
+    p.g_xpred[np.isin(p.g_xpred, np.flatnonzero(m))] = -1
+    blocked_on = np.isin(p.h_target, np.flatnonzero(m))
+    own_call = np.zeros(g.n_host, bool)
+    own_call[g.g_launch[m][g.g_launch[m] >= 0]] = True
+    RemoveSync(host_items=tuple(np.flatnonzero(blocked_on & own_call))).apply(g, p)
 
 
 def _restream(g: RunGraph, p: Plan, moved: np.ndarray) -> None:
@@ -164,11 +213,11 @@ class Fuse:
     host work between them disappear, and the GPU runs the pieces back to back."""
 
     pattern: str | None = None
-    gpu_ops: tuple = ()
+    ops: Ops | None = None
     min_run: int = 2
 
     def apply(self, g: RunGraph, p: Plan) -> None:
-        m = _sel(g.n_gpu, self.gpu_ops or None)
+        m = self.ops.mask(g) if self.ops else np.zeros(g.n_gpu, bool)
         if self.pattern:
             m |= _match(g.g_name, self.pattern)
         m &= g.g_table == "kernels"
