@@ -10,6 +10,7 @@ from tracelint.engine.rule import Rule, option
 from tracelint.timeline import intervals
 
 
+
 @dataclass(frozen=True)
 class Options:
     min_gap_ns: int = option(20_000, "Idle gaps shorter than this (ns) are ignored.")
@@ -48,6 +49,9 @@ class LaunchGap(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"kernels"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        return None, "idle gaps have many causes; the rules that name one (TL002, TL005, TL010) carry its saving"
 
     def check(self, ctx):
         tl = ctx.tl

@@ -10,6 +10,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 
+
 #: GEMM / convolution kernels doing FP32 math on the CUDA cores (FFMA), by library naming:
 #: cuBLAS/cuDNN `*_sgemm_*`, `implicit_convolve_sgemm<float...>` and `scudnn`, xmma
 #: `f32f32_f32f32` with an `ffma` mainloop, cutlass SIMT sgemm. TF32 / FP16 / BF16 tensor-core kernels name their type (`tf32`,
@@ -75,6 +76,9 @@ class Fp32Gemm(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"kernels"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        return None, "the TF32/BF16 speed-up depends on the GEMM shapes; try `tracelint whatif --scale GEMM_REGEX=0.5`"
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

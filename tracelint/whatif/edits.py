@@ -77,12 +77,16 @@ class Scale:
     factor: float
     ops: Ops | None = None
     gpu_only: bool = False
+    with_launch: bool = False      # the selected ops' launch calls scale too (op removed)
 
     def apply(self, g: RunGraph, p: Plan) -> None:
         gm = self.ops.mask(g) if self.ops else np.zeros(g.n_gpu, bool)
         if self.pattern:
             gm |= _match(g.g_name, self.pattern)
         p.g_dur[gm] = np.round(p.g_dur[gm] * self.factor).astype(np.int64)
+        if self.with_launch:
+            calls = g.g_launch[gm][g.g_launch[gm] >= 0]
+            p.h_dur[calls] = np.round(p.h_dur[calls] * self.factor).astype(np.int64)
         if self.gpu_only or not self.pattern:
             return
         hm = _match(g.h_name, self.pattern) & (g.h_kind == API)
@@ -131,6 +135,8 @@ class RemoveSync:
         m = _sel(g.n_host, self.host_items or None)
         if self.pattern:
             m |= _match(g.h_name, self.pattern)
+        elif not self.host_items:
+            m[:] = True
         if self.within:
             m &= _inside_ranges(g, _match(g.r_name, self.within))
         m &= p.h_target >= 0
@@ -166,7 +172,21 @@ class AsyncCopies:
             m |= _match(g.g_name, self.pattern)
         if self.kinds:
             m |= np.isin(g.g_kind, list(self.kinds))
-        _detach(g, p, m & (g.g_table == "copies"))
+        m &= g.g_table == "copies"
+        spred, qgap = p.g_spred.copy(), p.g_qgap.copy()
+        _detach(g, p, m)
+        # data still flows: an upload is waited for by the op after it on its old stream, a
+        # download (or other copy) still waits for the op before it; nothing else waits
+        h2d = m & (g.g_kind == "H2D")
+        succ = np.full(g.n_gpu, -1, dtype=np.int64)
+        has = spred >= 0
+        succ[spred[has]] = np.flatnonzero(has)
+        up = np.flatnonzero(h2d & (succ >= 0))
+        up = up[~m[succ[up]]]
+        p.g_xpred[succ[up]], p.g_xgap[succ[up]] = up, 0
+        down = np.flatnonzero(m & ~h2d & (spred >= 0))
+        down = down[~m[spred[down]]]
+        p.g_xpred[down], p.g_xgap[down] = spred[down], np.minimum(qgap[down], 1_000)
 
 
 @dataclass(frozen=True)
@@ -186,7 +206,7 @@ def _detach(g: RunGraph, p: Plan, m: np.ndarray) -> None:
     if not m.any():
         return
     _restream(g, p, m)
-    p.g_xpred[np.isin(p.g_xpred, np.flatnonzero(m))] = -1
+    p.g_xpred[np.isin(p.g_xpred, np.flatnonzero(m)) & ~m] = -1
     blocked_on = np.isin(p.h_target, np.flatnonzero(m))
     own_call = np.zeros(g.n_host, bool)
     own_call[g.g_launch[m][g.g_launch[m] >= 0]] = True
@@ -195,8 +215,9 @@ def _detach(g: RunGraph, p: Plan, m: np.ndarray) -> None:
 
 def _restream(g: RunGraph, p: Plan, moved: np.ndarray) -> None:
     """Put the moved ops on a stream of their own per device; relink both streams' order."""
+    # one stream per device and direction: each direction has one copy engine and one link
     kind = np.unique(g.g_kind.astype(str), return_inverse=True)[1]
-    skey = np.where(moved, -(g.g_stream * 64 + kind) - 1, g.g_stream)
+    skey = np.where(moved, -kind - 1, g.g_stream)
     order = np.lexsort((g.g_start, skey, g.g_device))
     dev, st = g.g_device[order], skey[order]
     same = np.r_[False, (dev[1:] == dev[:-1]) & (st[1:] == st[:-1])]
