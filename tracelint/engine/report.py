@@ -12,7 +12,7 @@ from .. import __version__
 from ..timeline.model import Timeline
 from .finding import Finding, Severity
 
-JSON_SCHEMA_VERSION = "1.1"   # 1.1: evidence status "estimated", `efficiency`
+JSON_SCHEMA_VERSION = "1.1"   # 1.1: evidence status "estimated", `efficiency`; saving_*, critical_path
 
 
 @dataclass
