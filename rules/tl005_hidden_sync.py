@@ -80,7 +80,9 @@ class HiddenSync(Rule):
     def fix_edits(self, finding, ctx):
         """Fix: the blocking call no longer waits (removed, or moved out of the loop)."""
         kind, api, op = (finding.key.split("|") + ["", "", ""])[:3]
-        return [RemoveSync(f"^{re.escape(api)}$", within=f"^{re.escape(op)}$" if op else None)], ""
+        if op and op != "nan":      # every blocking call inside the op (the read's copy and sync)
+            return [RemoveSync(within=f"^{re.escape(op)}(?![\\w:])")], ""
+        return [RemoveSync(f"^{re.escape(api)}$")], ""
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

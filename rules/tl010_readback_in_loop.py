@@ -53,7 +53,7 @@ class ReadbackInLoop(Rule):
     def fix_edits(self, finding, ctx):
         """Fix: the read-back leaves the loop, so its op no longer blocks on the GPU."""
         op = finding.key.split("@", 1)[0]
-        return [RemoveSync(within=f"^{re.escape(op)}$")], ""
+        return [RemoveSync(within=f"^{re.escape(op)}(?![\\w:])")], ""
 
     def check(self, ctx):
         tl = ctx.tl

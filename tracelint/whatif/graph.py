@@ -224,9 +224,13 @@ def _gpu_offsets(g: pd.DataFrame, launch: np.ndarray, h_start: np.ndarray):
     slack_l = np.where(has_l, start - h_start[np.maximum(launch, 0)], 0)
     slack_s = np.where(has_s, start - end[np.maximum(spred, 0)], 0)
     slack_x = np.where(has_x, start - end[np.maximum(xpred, 0)], 0)
-    # typical launch latency (ops that waited on nothing else) and queue gap (queued ops)
-    lat0 = _median_or(slack_l[has_l & (~has_s | (slack_s > slack_l))], 5_000)
-    q0 = _median_or(slack_s[has_s & has_l & (slack_l > slack_s)], 1_000)
+    # typical launch latency: ops launched after their stream had drained (nothing else to
+    # wait for); typical queue gap: ops launched so early that the latency cannot explain
+    # their start (they waited in the queue)
+    launched = np.where(has_l, h_start[np.maximum(launch, 0)], 0)
+    pred_end = np.where(has_s, end[np.maximum(spred, 0)], 0)
+    lat0 = _median_or(slack_l[has_l & (~has_s | (launched >= pred_end))], 5_000)
+    q0 = _median_or(slack_s[has_s & has_l & (launched + max(lat0, 0) < pred_end)], 1_000)
     lat = np.minimum(slack_l, max(lat0, 0))
     qgap = np.minimum(slack_s, max(q0, 0))
     xwait = has_x & (slack_x <= XSTREAM_SLACK_NS)
