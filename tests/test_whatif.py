@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tracelint
-from tracelint.whatif.critical_path import critical_path, iteration_paths
+from tracelint.whatif.critical_path import critical_path
 from tracelint.whatif.edits import AsyncCopies, EditSet, Fuse, RemoveSync, Scale
 from tracelint.whatif.graph import build
 from tracelint.whatif.replay import replay
@@ -57,9 +57,10 @@ def test_critical_path_covers_the_span(v100):
     assert sum(cp.breakdown().values()) == r.work_span_ns
     # segments are contiguous and in time order
     assert np.all(cp.start[1:] >= cp.end[:-1] - 0) and cp.end[-1] == r.work_end
-    for step, path in iteration_paths(r).items():
-        a, b = r.windows()[step]
-        assert path.length_ns == b - a
+    d = cp.to_dict(r.work_span_ns, r.windows())
+    assert len(d["iterations"]) == 5
+    for it in d["iterations"]:     # each iteration's share of the path fills its window
+        assert sum(it["breakdown_ns"].values()) == it["end_ns"] - it["start_ns"] == it["length_ns"]
 
 
 def test_scaling_the_path_shrinks_it_by_at_most_its_share(v100):

@@ -16,6 +16,7 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
     when no fix could be replayed."""
     span = max(int(whatif.tl.span_ns), 1)
     all_edits: list = []
+    replayed: list[int] = []
     for f in findings:
         rule = rules.get(f.rule)
         if rule is None:
@@ -33,6 +34,9 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
         f.saving_share = saved / span
         f.saving_iterations = {k: int(v) for k, v in per_it.items()}
         all_edits += list(edits)
+        replayed.append(f.saving_ns)
     if not all_edits:
         return None
+    if len(replayed) == 1:     # one fix: all fixes together is that replay
+        return replayed[0]
     return int(whatif.saving(all_edits)[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..timeline.model import Timeline
-from .critical_path import critical_path, iteration_paths
+from .critical_path import critical_path
 from .edits import EditSet
 from .graph import RunGraph, build
 from .replay import Replay, replay
@@ -32,11 +32,7 @@ class WhatIf:
 
     def critical_path_dict(self, r: Replay | None = None, top: int = 10) -> dict[str, Any]:
         r = r or self.base
-        out = critical_path(r).to_dict(r.work_span_ns, top=top)
-        out["iterations"] = [{"step": k, "length_ns": p.length_ns, "breakdown_ns": p.breakdown(),
-                              "top_items": p.top_items(5)}
-                             for k, p in iteration_paths(r).items()]
-        return out
+        return critical_path(r).to_dict(r.work_span_ns, r.windows(), top=top)
 
     def to_dict(self, edits: Sequence = (), top: int = 10) -> dict[str, Any]:
         b = self.base

@@ -1,5 +1,7 @@
 """The critical path of a replay: the chain of nodes and waits that set the end time.
 
+Per iteration, the path is the part of the one trace path inside the iteration's window.
+
 Walking back from the last node to end, each step follows the dependency that bound the node
 (found with numpy after the replay); every nanosecond of the replayed span lands in exactly one
 segment, so the breakdown by class adds up to the span.
@@ -33,20 +35,29 @@ class CriticalPath:
     def length_ns(self) -> int:
         return int((self.end - self.start).sum())
 
+    def _clip(self, lo: int | None, hi: int | None):
+        """Durations, classes and items of the segments inside [lo, hi) (segments are in
+        time order, so a window is a slice)."""
+        s, e, c, it = self.start, self.end, self.cls, self.item
+        if lo is not None:
+            a, b = np.searchsorted(e, lo, side="right"), np.searchsorted(s, hi, side="left")
+            s, e, c, it = np.maximum(s[a:b], lo), np.minimum(e[a:b], hi), c[a:b], it[a:b]
+        return np.maximum(e - s, 0), c, it
+
     def breakdown(self, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
         """ns per class, optionally only the part of the path inside [lo, hi)."""
-        s, e = self.start, self.end
-        if lo is not None:
-            s, e = np.maximum(s, lo), np.minimum(e, hi)
-        d = pd.Series(np.maximum(e - s, 0)).groupby(self.cls).sum()
-        d = d[d > 0].sort_values(ascending=False, kind="stable")
-        return {str(k): int(v) for k, v in d.items()}
+        d, c, _ = self._clip(lo, hi)
+        agg = pd.Series(d).groupby(c).sum()
+        agg = agg[agg > 0].sort_values(ascending=False, kind="stable")
+        return {str(k): int(v) for k, v in agg.items()}
 
-    def top_items(self, n: int = 10) -> list[dict]:
-        """The classes and names that take most time on the path (all their pieces summed)."""
-        if not len(self.start):
+    def top_items(self, n: int = 10, lo: int | None = None, hi: int | None = None) -> list[dict]:
+        """The classes and names that take most time on the path (all their pieces summed),
+        optionally only inside [lo, hi)."""
+        d, c, it = self._clip(lo, hi)
+        if not len(d):
             return []
-        df = pd.DataFrame({"cls": self.cls, "item": self.item, "d": self.end - self.start})
+        df = pd.DataFrame({"cls": c, "item": it, "d": d})
         agg = df.groupby(["cls", "item"], sort=False)["d"].agg(["sum", "size"])
         agg = agg[agg["sum"] > 0].sort_values("sum", ascending=False, kind="stable").head(n)
         return [{"name": str(item), "class": str(cls), "ns": int(r["sum"]), "count": int(r["size"])}
@@ -54,13 +65,14 @@ class CriticalPath:
 
     def to_dict(self, span_ns: int, iterations: dict[int, tuple[int, int]] | None = None,
                 top: int = 10) -> dict:
-        out = {"length_ns": self.length_ns, "span_ns": int(span_ns),
-               "breakdown_ns": self.breakdown(), "top_items": self.top_items(top)}
-        if iterations:
-            out["iterations"] = [{"step": k, "start_ns": int(a), "end_ns": int(b),
-                                  "length_ns": int(b - a), "breakdown_ns": self.breakdown(a, b)}
-                                 for k, (a, b) in iterations.items()]
-        return out
+        """Breakdown and top items; per iteration, the part of the path inside the iteration's
+        window (its host step range, replayed), so iterations add up along the one path."""
+        return {"length_ns": self.length_ns, "span_ns": int(span_ns),
+                "breakdown_ns": self.breakdown(), "top_items": self.top_items(top),
+                "iterations": [{"step": k, "start_ns": int(a), "end_ns": int(b),
+                                "length_ns": int(b - a), "breakdown_ns": self.breakdown(a, b),
+                                "top_items": self.top_items(5, a, b)}
+                               for k, (a, b) in (iterations or {}).items()]}
 
 
 def _bindings(r: Replay):
@@ -88,7 +100,7 @@ def _bindings(r: Replay):
 
 
 class _Walker:
-    """Walks back along the bindings of one replay; shared by the trace and iteration paths."""
+    """Walks back along the bindings of one replay."""
 
     def __init__(self, r: Replay):
         g, p = r.graph, r.plan
@@ -166,13 +178,3 @@ def critical_path(r: Replay) -> CriticalPath:
     else:
         node, i = "he", int(hd[np.argmax(r.h_end[hd])])
     return _Walker(r).walk(node, i, g.span_start)
-
-
-def iteration_paths(r: Replay) -> dict[int, CriticalPath]:
-    """Per iteration: the path that ends at the iteration's end on its host thread."""
-    g = r.graph
-    ends = {int(g.h_step[i]): int(i) for i in np.flatnonzero(g.h_step_edge == 1)}
-    if not ends:
-        return {}
-    w = _Walker(r)
-    return {k: w.walk("hs", ends[k], a) for k, (a, _) in r.windows().items() if k in ends}

@@ -12,17 +12,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..timeline import intervals
-from .graph import API, RunGraph
+from .graph import API, RunGraph, _by_name
 from .replay import Plan
 
 
 def _match(names: np.ndarray, pattern: str) -> np.ndarray:
     """Boolean mask of names the pattern finds (over distinct names only)."""
-    if len(names) == 0:
-        return np.zeros(0, bool)
     rx = re.compile(pattern, re.IGNORECASE)
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
-    return np.array([bool(rx.search(u)) for u in uniq], bool)[inv]
+    return _by_name(names, lambda n: rx.search(n))
 
 
 def _sel(n: int, rows) -> np.ndarray:

@@ -34,6 +34,8 @@ API, MARK = 0, 1
 #: A non-sync call counts as blocked on a GPU op when it returned within this long of the op's
 #: end and spent most of its time after the op started (implicit syncs: cudaMemcpy, cudaFree).
 RETURN_SLACK_NS = 20_000
+#: ... and took at least this much longer than the median call of its name.
+EXCESS_NS = 10_000
 #: An op waited for another stream's op when it started within this long of that op's end.
 XSTREAM_SLACK_NS = 10_000
 _QUERY = re.compile(r"Query", re.IGNORECASE)
@@ -133,7 +135,7 @@ def _host_items(tl: Timeline) -> pd.DataFrame:
                                        "role": "marker", "api_row": -1,
                                        "step": st["step"].to_numpy(), "edge": edge, "order": order}))
     h = pd.concat(items, ignore_index=True)
-    h["thread"] = pd.MultiIndex.from_arrays([h["pid"], h["tid"]]).factorize()[0]
+    h["thread"] = h.groupby(["pid", "tid"], sort=False).ngroup().to_numpy()
     # parents before children at equal starts (longer first); markers before calls at a start
     h["neg_end"] = -h["end"]
     return h.sort_values(["thread", "start", "order", "neg_end"], kind="stable", ignore_index=True)
@@ -250,6 +252,14 @@ def _gpu_offsets(g: pd.DataFrame, launch: np.ndarray, h_start: np.ndarray):
     return spred, qgap, xpred, xgap, lat, anchored
 
 
+def _by_name(names: np.ndarray, fn) -> np.ndarray:
+    """fn over the distinct names only, mapped back to every row (bool)."""
+    if len(names) == 0:
+        return np.zeros(0, bool)
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    return np.array([bool(fn(u)) for u in uniq], bool)[inv]
+
+
 def _blocking(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.ndarray):
     """Which host calls waited for which GPU op, and the return latency after it."""
     nh = len(h)
@@ -281,9 +291,15 @@ def _blocking(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.ndarr
         ok = (t >= 0) & (gend[tt] > hs[c]) & (launched_at[tt] <= hs[c])
         r = he[c] - gend[tt]
         waited = gend[tt] - np.maximum(hs[c], gstart[tt])
-        is_sync = np.array([role[i] == "sync" and not _QUERY.search(name[i]) for i in c], bool)
-        sync_copy = np.array([bool(_SYNC_COPY.match(name[i])) for i in c], bool)
-        generic = (r <= np.maximum(RETURN_SLACK_NS, (he[c] - hs[c]) // 20)) & (2 * waited > he[c] - hs[c])
+        is_sync = (role[c] == "sync") & _by_name(name[c], lambda n: not _QUERY.search(n) and
+                                                 classify.sync_kind(n) != "stream_wait_event")
+        sync_copy = _by_name(name[c], lambda n: bool(_SYNC_COPY.match(n)))
+        # any other call: only when it took far longer than its name usually takes (an
+        # implicit sync), not when a short call merely overlapped an op's end
+        dur = he[c] - hs[c]
+        typical = pd.Series(dur).groupby(name[c]).transform("median").to_numpy()
+        generic = (r <= np.maximum(RETURN_SLACK_NS, dur // 20)) & (2 * waited > dur) & \
+            (dur - typical >= EXCESS_NS)
         blocked = ok & (is_sync | sync_copy | generic)
         target[c[blocked]] = t[blocked]
         ret[c[blocked]] = r[blocked]
@@ -293,10 +309,9 @@ def _blocking(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.ndarr
 
 def _device_sync_extras(h, g, target, launched_at, extra) -> None:
     """Device-wide syncs wait for the last op launched before them on every stream."""
-    names = h["name"].to_numpy()
-    dev_sync = np.array([target[i] >= 0 and classify.sync_kind(names[i]) == "device"
-                         for i in range(len(h))], bool) if len(h) else np.zeros(0, bool)
-    rows = np.flatnonzero(dev_sync)
+    blocking = np.flatnonzero(target >= 0)
+    names = h["name"].to_numpy()[blocking]
+    rows = blocking[_by_name(names, lambda n: classify.sync_kind(n) == "device")]
     if len(rows) == 0:
         return
     hs = h["start"].to_numpy(np.int64)
@@ -324,9 +339,10 @@ def build(tl: Timeline) -> RunGraph:
     launch = np.where(anchored, -1, launch)
     target, ret, extra = _blocking(tl, h, g, launch)
     lo, hi = tl.span
-    threads = pd.Series(thread, index=pd.MultiIndex.from_arrays([h["pid"], h["tid"]])).groupby(level=[0, 1]).first()
+    threads = h[["pid", "tid", "thread"]].drop_duplicates(["pid", "tid"])
     r = tl.ranges
-    r_thread = threads.reindex(pd.MultiIndex.from_arrays([r["pid"], r["tid"]])).fillna(-1).to_numpy(np.int64)
+    r_thread = r[["pid", "tid"]].merge(threads, on=["pid", "tid"], how="left")["thread"] \
+        .fillna(-1).to_numpy(np.int64)
     kind = np.full(len(g), "", dtype=object)
     cp = (g["table"] == "copies").to_numpy()
     kind[cp] = tl.copies["kind"].astype(str).to_numpy()[g["row"].to_numpy()[cp]]

@@ -121,7 +121,11 @@ def _order(g: RunGraph, p: Plan) -> np.ndarray:
         np.maximum.at(key, dst[bad], need[bad])
     else:   # pragma: no cover - would need a dependency cycle
         raise ValueError("dependency cycle in the run graph")
-    return np.argsort(key, kind="stable")
+    order = np.argsort(key, kind="stable")
+    # a call that does not block ends at start + duration: no end event of its own
+    drop = np.zeros(len(key), bool)
+    drop[nh:2 * nh] = p.h_target < 0
+    return order[~drop[order]]
 
 
 def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
@@ -137,7 +141,9 @@ def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
     g_launch, g_lat = p.g_launch.tolist(), p.g_lat.tolist()
     g_spred, g_qgap = p.g_spred.tolist(), p.g_qgap.tolist()
     g_xpred, g_xgap = p.g_xpred.tolist(), p.g_xgap.tolist()
-    g_dur, g_anchor = p.g_dur.tolist(), g.g_start.tolist()
+    # an op with no dependency at all keeps its traced start
+    free = (p.g_launch < 0) & (p.g_spred < 0) & (p.g_xpred < 0)
+    g_dur, g_floor = p.g_dur.tolist(), np.where(free, g.g_start, -(1 << 62)).tolist()
     hs = [0] * nh
     he = [0] * nh
     gs = [0] * g.n_gpu
@@ -147,34 +153,32 @@ def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
         if ev < nh:
             q = h_prev[ev]
             if q < 0:
-                hs[ev] = h_anchor[ev]
+                s = h_anchor[ev]
             else:
-                hs[ev] = (hs[q] if h_inside[ev] else he[q]) + h_gap[ev]
+                s = (hs[q] if h_inside[ev] else he[q]) + h_gap[ev]
+            hs[ev] = s
+            if h_tgt[ev] < 0:
+                he[ev] = s + h_dur[ev]
         elif ev < n2:
             i = ev - nh
             t = h_tgt[i]
-            if t < 0:
-                he[i] = hs[i] + h_dur[i]
-            else:
-                r = h_ret[i]
-                e = ge[t] + r
-                for x in extra.get(i, ()):
-                    if ge[x] + r > e:
-                        e = ge[x] + r
-                s = hs[i] + r
-                he[i] = e if e > s else s
+            r = h_ret[i]
+            e = ge[t] + r
+            for x in extra.get(i, ()):
+                if ge[x] + r > e:
+                    e = ge[x] + r
+            s = hs[i] + r
+            he[i] = e if e > s else s
         else:
             j = ev - n2
             q = g_launch[j]
-            s = hs[q] + g_lat[j] if q >= 0 else -1
+            s = hs[q] + g_lat[j] if q >= 0 else g_floor[j]
             q = g_spred[j]
             if q >= 0 and ge[q] + g_qgap[j] > s:
                 s = ge[q] + g_qgap[j]
             q = g_xpred[j]
             if q >= 0 and ge[q] + g_xgap[j] > s:
                 s = ge[q] + g_xgap[j]
-            if s == -1 and g_launch[j] < 0:
-                s = g_anchor[j]
             gs[j] = s
             ge[j] = s + g_dur[j]
     return Replay(g, p, np.array(hs, np.int64), np.array(he, np.int64),
