@@ -91,3 +91,27 @@ def test_removing_blocking_syncs_moves_the_host():
     assert 0 < saved <= waited
     for edit in (AsyncCopies(kinds=("H2D", "D2H")), Fuse(".")):
         assert replay(g, EditSet([edit]).plan(g)).work_span_ns <= r.work_span_ns
+
+
+def _cli(capsys, *args):
+    from tracelint.cli.app import main
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code or 0, out.out, out.err
+
+
+def test_whatif_cli_json_and_errors(capsys):
+    import json
+    trace = Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "training_step_antipatterns.json.gz"
+    rc, out, err = _cli(capsys, "whatif", str(trace), "--scale", "gemm=0.5", "--remove-syncs", "Synchronize", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["replayed_span_ns"] == d["span_ns"]
+    assert d["edited_work_span_ns"] <= d["work_span_ns"]
+    assert d["saving_ns"] == d["work_span_ns"] - d["edited_work_span_ns"]
+    assert sum(d["critical_path"]["breakdown_ns"].values()) == d["critical_path"]["length_ns"]
+    assert all("edited_ns" in it for it in d["iterations"])
+    for bad in (["--scale", "gemm"], ["--scale", "gemm=-1"], ["--fuse", "(unclosed"]):
+        rc, out, err = _cli(capsys, "whatif", str(trace), *bad)
+        assert rc == 2 and "Traceback" not in err and err.strip().count("\n") == 0
