@@ -121,18 +121,18 @@ class RemoveSync:
     (each keeps its return latency as its own cost).
 
     within: only calls inside host ranges matching this pattern (e.g. aten::item).
-    host_items: optional indices of host items instead of the pattern.
+    host_items: indices of host items instead of the pattern (None: not given).
     """
 
     pattern: str | None = None
     within: str | None = None
-    host_items: tuple = ()
+    host_items: tuple | None = None
 
     def apply(self, g: RunGraph, p: Plan) -> None:
-        m = _sel(g.n_host, self.host_items or None)
+        m = _sel(g.n_host, self.host_items)
         if self.pattern:
             m |= _match(g.h_name, self.pattern)
-        elif not self.host_items:
+        elif self.host_items is None:      # no pattern, no items: every call (within ranges)
             m[:] = True
         if self.within:
             m &= _inside_ranges(g, _match(g.r_name, self.within))
@@ -199,6 +199,13 @@ class Overlap:
         p.g_xpred[m] = -1
 
 
+def uploads_only(g: RunGraph, p: Plan) -> np.ndarray:
+    """Host calls whose wait a moved copy may drop: only uploads (the host already has the
+    data); a download's caller still needs the data, so it keeps waiting."""
+    t = np.maximum(p.h_target, 0)
+    return (p.h_target >= 0) & ((g.g_table[t] != "copies") | (g.g_kind[t] == "H2D"))
+
+
 def _detach(g: RunGraph, p: Plan, m: np.ndarray) -> None:
     if not m.any():
         return
@@ -207,7 +214,7 @@ def _detach(g: RunGraph, p: Plan, m: np.ndarray) -> None:
     blocked_on = np.isin(p.h_target, np.flatnonzero(m))
     own_call = np.zeros(g.n_host, bool)
     own_call[g.g_launch[m][g.g_launch[m] >= 0]] = True
-    RemoveSync(host_items=tuple(np.flatnonzero(blocked_on & own_call))).apply(g, p)
+    RemoveSync(host_items=tuple(np.flatnonzero(blocked_on & own_call & uploads_only(g, p)))).apply(g, p)
 
 
 def _restream(g: RunGraph, p: Plan, moved: np.ndarray) -> None:
