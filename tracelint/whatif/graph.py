@@ -162,27 +162,18 @@ def _chain(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
 
 
 def _launch_links(tl: Timeline, act: pd.DataFrame, h: pd.DataFrame) -> np.ndarray:
-    """Host item that launched each GPU op (correlation id; nsys also matches the pid)."""
-    api = tl.api_calls
+    """Host item that launched each GPU op (the Timeline's one launch link)."""
     out = np.full(len(act), -1, dtype=np.int64)
-    if len(api) == 0 or len(act) == 0:
+    if len(tl.api_calls) == 0 or len(act) == 0:
         return out
-    item_of_row = np.full(len(api), -1, dtype=np.int64)
+    item_of_row = np.full(len(tl.api_calls), -1, dtype=np.int64)
     is_api = h["api_row"].to_numpy() >= 0
     item_of_row[h["api_row"].to_numpy()[is_api]] = np.flatnonzero(is_api)
-    corr = api["correlation"].to_numpy()
-    launching = corr >= 0
-    if tl.meta.format == "nsys-sqlite":
-        a_key = pd.MultiIndex.from_arrays([api["pid"].to_numpy()[launching], corr[launching]])
-        g_key = pd.MultiIndex.from_arrays([act["pid"].to_numpy(), act["correlation"].to_numpy()])
-    else:
-        a_key = pd.Index(corr[launching])
-        g_key = pd.Index(act["correlation"].to_numpy())
-    rows = np.flatnonzero(launching)
-    keep = ~a_key.duplicated()
-    pos = a_key[keep].get_indexer(g_key)
-    ok = (pos >= 0) & (act["correlation"].to_numpy() >= 0)
-    out[ok] = item_of_row[rows[keep][pos[ok]]]
+    for t in ("kernels", "copies", "memsets"):
+        sel = (act["table"] == t).to_numpy()
+        if sel.any():
+            rows = tl.launch_index(t)[act["row"].to_numpy()[sel]]
+            out[sel] = np.where(rows >= 0, item_of_row[np.maximum(rows, 0)], -1)
     return out
 
 
