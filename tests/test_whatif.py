@@ -13,7 +13,10 @@ from tracelint.whatif.edits import AsyncCopies, EditSet, Fuse, RemoveSync, Scale
 from tracelint.whatif.graph import build
 from tracelint.whatif.replay import replay
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
+REPO = Path(__file__).resolve().parents[1]
+#: every shared trace where the workplace has them, else the redistributable subset in the repo
+SHARED = next((d for d in (REPO / ".." / "shared" / "traces", REPO / "fixtures" / "real")
+               if (d / "torch").is_dir()), REPO / "fixtures" / "real")
 NSYS = sorted((SHARED / "nsys").glob("*.sqlite"))
 KINETO = sorted((SHARED / "torch").glob("*.json.gz"))
 
