@@ -91,6 +91,11 @@ def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context
             "critical_path": w.critical_path_dict()}
 
 
+#: Cross-rank findings carry no saving yet: each rank replays alone (docs/whatif.md).
+JOB_SAVING_NOTE = ("the job-level replay across ranks (through matched collectives) is not built "
+                   "yet, so a cross-rank fix's saving is not projected")
+
+
 def run_job_rules(members: list, rules: list[type[Rule]], config: Config | None = None):
     """(findings, rule infos, skipped, suppressed, JobContext) of the job-scope rules among
     `rules` over the job's rank summaries (members)."""
@@ -107,6 +112,8 @@ def run_job_rules(members: list, rules: list[type[Rule]], config: Config | None 
             continue
         findings += list(rule.check(ctx))
     findings, suppressed = _accepted(findings, config)
+    for f in findings:
+        f.saving_note = f.saving_note or JOB_SAVING_NOTE
     return findings, [rule_info(r) for r in selected], skipped, suppressed, ctx
 
 
