@@ -113,6 +113,7 @@ class _Walker:
         self.h_cls = [_HOST_ROLE_CLASS.get(x, "host other") for x in g.h_role]
         self.g_name, self.h_name = g.g_name, g.h_name
         self.prev, self.inside = g.h_prev.tolist(), g.h_inside.tolist()
+        self.owner = g.h_gap_owner
         self.gb, self.hb = gb.tolist(), hb.tolist()
         self.launch, self.spred, self.xpred = p.g_launch.tolist(), p.g_spred.tolist(), p.g_xpred.tolist()
 
@@ -151,7 +152,7 @@ class _Walker:
                     segs.append((hs[q], hs[i], self.h_cls[q], self.h_name[q] or "host work"))
                     node, i = "hs", q
                 else:
-                    segs.append((he[q], hs[i], "host other", "host work between calls"))
+                    segs.append((he[q], hs[i], "host other", self.owner[i] or "host work between calls"))
                     node, i = "he", q
             if segs[-1][0] <= lo:
                 break

@@ -87,6 +87,7 @@ class RunGraph:
     r_end: np.ndarray
     r_name: np.ndarray          # object
     r_step: np.ndarray          # bool: an iteration range
+    h_gap_owner: np.ndarray     # object: innermost host range around the gap before each item
     meta: dict = field(default_factory=dict)
 
     @property
@@ -318,6 +319,38 @@ def _device_sync_extras(h, g, target, launched_at, extra) -> None:
                 extra.setdefault(int(i), []).append(int(order[kk]))
 
 
+def _gap_owners(tl: Timeline, r_thread: np.ndarray, thread: np.ndarray, at: np.ndarray,
+                want: np.ndarray) -> np.ndarray:
+    """Name of the innermost range (op, NVTX; not a step) on the item's thread around time
+    `at`, for the items in `want`; '' elsewhere. Lets the critical path name host work."""
+    out = np.full(len(at), "", dtype=object)
+    r = tl.ranges
+    ok = (r_thread >= 0) & (r["kind"] != "step").to_numpy() if len(r) else np.zeros(0, bool)
+    rows = np.flatnonzero(ok)
+    if len(rows) == 0 or not want.any():
+        return out
+    start, end = r["start"].to_numpy(np.int64), r["end"].to_numpy(np.int64)
+    parent = r["parent"].to_numpy(np.int64)
+    lo = int(min(start[rows].min(), at[want].min()))
+    big = np.int64(1) << np.int64(42)
+    rkey = r_thread[rows] * big + np.minimum(start[rows] - lo, big - 1)
+    order = np.argsort(rkey, kind="stable")
+    q = np.flatnonzero(want)
+    qkey = thread[q] * big + np.minimum(at[q] - lo, big - 1)
+    k = np.searchsorted(rkey[order], qkey, side="right") - 1
+    cand = np.where(k >= 0, rows[order[np.maximum(k, 0)]], -1)
+    for _ in range(64):                      # climb to the enclosing range while outside
+        c = np.maximum(cand, 0)
+        outside = (cand >= 0) & ((end[c] <= at[q]) | (r_thread[c] != thread[q]))
+        if not outside.any():
+            break
+        cand = np.where(outside, parent[c], cand)
+        cand = np.where((cand >= 0) & ~ok[np.maximum(cand, 0)], -1, cand)
+    names = r["name"].astype(str).to_numpy(object)
+    out[q] = np.where(cand >= 0, names[np.maximum(cand, 0)], "")
+    return out
+
+
 def build(tl: Timeline) -> RunGraph:
     """The dependency graph of one process-level trace (one rank)."""
     h = _host_items(tl)
@@ -334,6 +367,9 @@ def build(tl: Timeline) -> RunGraph:
     r = tl.ranges
     r_thread = r[["pid", "tid"]].merge(threads, on=["pid", "tid"], how="left")["thread"] \
         .fillna(-1).to_numpy(np.int64)
+    p = np.maximum(prev, 0)
+    after = (prev >= 0) & ~inside & (gap > 0)
+    owners = _gap_owners(tl, r_thread, thread, he[p] + gap // 2, after)
     kind = np.full(len(g), "", dtype=object)
     cp = (g["table"] == "copies").to_numpy()
     kind[cp] = tl.copies["kind"].astype(str).to_numpy()[g["row"].to_numpy()[cp]]
@@ -354,5 +390,5 @@ def build(tl: Timeline) -> RunGraph:
         g_launch=launch, g_lat=lat, g_spred=spred, g_qgap=qgap, g_xpred=xpred, g_xgap=xgap,
         g_kind=kind, r_thread=r_thread, r_start=r["start"].to_numpy(np.int64),
         r_end=r["end"].to_numpy(np.int64), r_name=r["name"].astype(str).to_numpy(object),
-        r_step=(r["kind"] == "step").to_numpy(),
+        r_step=(r["kind"] == "step").to_numpy(), h_gap_owner=owners,
         meta={"format": tl.meta.format, "anchored_ops": int(anchored.sum())})
