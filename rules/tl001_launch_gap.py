@@ -10,6 +10,7 @@ from tracelint.engine.rule import Rule, option
 from tracelint.timeline import gaps, intervals
 
 
+
 @dataclass(frozen=True)
 class Options:
     min_gap_ns: int = option(20_000, "Idle gaps shorter than this (ns) are ignored.")
@@ -96,6 +97,9 @@ class LaunchGap(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"kernels"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        return None, "idle gaps have many causes; the rules that name one (TL002, TL005, TL010) carry its saving"
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

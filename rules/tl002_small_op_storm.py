@@ -10,6 +10,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import intervals
+from tracelint.whatif.edits import Fuse, Ops
 
 #: Launch APIs that replay a captured CUDA / HIP graph (cudaGraphLaunch, cuGraphLaunch,
 #: hipGraphLaunch and their _ptsz / version variants).
@@ -81,6 +82,20 @@ class SmallOpStorm(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"kernels"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        """Fix: the storm's small kernels on this GPU run as one launch (fusion / CUDA graph)."""
+        k = ctx.tl.kernels
+        launch = ctx.launch_index("kernels")
+        api = ctx.tl.api_calls
+        li = np.clip(launch, 0, None)
+        dur = (k["end"] - k["start"]).to_numpy()
+        ldur = (api["end"] - api["start"]).to_numpy()[li] if len(api) else np.zeros(len(k), np.int64)
+        small = np.where(launch >= 0, dur < ldur, dur < self.options.max_kernel_ns) & \
+            (dur < self.options.ceiling_ns) & (k["device"].to_numpy() == finding.where.device)
+        rows = tuple(np.flatnonzero(small).tolist())
+        return ([Fuse(ops=Ops(kernel_rows=rows), min_run=self.options.min_run)], "") if rows else \
+            (None, "no small kernels left to fuse")
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

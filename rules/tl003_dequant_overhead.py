@@ -12,6 +12,7 @@ from tracelint.engine.rule import Rule, option
 from tracelint.timeline import intervals
 from tracelint.timeline.classify import kernel_class
 from tracelint.timeline.nesting import nest
+from tracelint.whatif.edits import Ops, Scale
 
 
 #: A "dequant"-class name that is itself a GEMM (a fused dequant-GEMM such as Marlin,
@@ -83,6 +84,10 @@ class DequantOverhead(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"kernels"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        """Fix: dequantisation fused into the GEMM (its separate kernels disappear)."""
+        return [Scale(None, 0.0, ops=Ops(classes=("dequant",), devices=(finding.where.device,)), with_launch=True)], ""
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

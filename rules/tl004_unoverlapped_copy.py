@@ -10,6 +10,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import intervals
+from tracelint.whatif.edits import AsyncCopies, Ops
 
 DIRECTIONS = {"H2D": "host-to-device", "D2H": "device-to-host"}
 
@@ -71,6 +72,11 @@ class UnoverlappedCopy(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"copies"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        """Fix: these copies run on their own stream from pinned memory, prefetched."""
+        direction = finding.key.rsplit("/", 1)[-1]
+        return [AsyncCopies(ops=Ops(devices=(finding.where.device,), kinds=(direction,)))], ""
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

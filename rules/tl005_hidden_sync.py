@@ -10,6 +10,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify, intervals
+from tracelint.whatif.edits import RemoveSync
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ class HiddenSync(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"api_calls"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        """Fix: the blocking call no longer waits (removed, or moved out of the loop)."""
+        kind, api, op = (finding.key.split("|") + ["", "", ""])[:3]
+        if op and op != "nan":      # every blocking call inside the op (the read's copy and sync)
+            return [RemoveSync(within=f"^{re.escape(op)}(?![\\w:])")], ""
+        return [RemoveSync(f"^{re.escape(api)}$")], ""
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

@@ -8,6 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
+from tracelint.whatif.edits import Ops, Scale
 
 
 def _short(name, n: int = 100) -> str:
@@ -57,6 +58,10 @@ class LayoutTransform(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"kernels"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        """Fix: the layout transforms disappear (tensors kept in the layout their consumers want)."""
+        return [Scale(None, 0.0, ops=Ops(classes=("layout",), devices=(finding.where.device,)), with_launch=True)], ""
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

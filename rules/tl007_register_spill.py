@@ -12,6 +12,7 @@ from tracelint.engine.rule import Rule, option
 from tracelint.timeline.occupancy import occupancy
 
 
+
 @dataclass(frozen=True)
 class Options:
     max_occupancy: float = option(0.25, "Report kernels whose registers cap theoretical occupancy below this fraction of the SM's warps.")
@@ -63,6 +64,9 @@ class RegisterSpill(Rule):
     layers = frozenset({Layer.KERNEL, Layer.MICROARCH, Layer.SYSTEM})
     needs = frozenset({"kernels"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        return None, "the speed-up of a kernel without spills is not in the trace; try `tracelint whatif --scale KERNEL=0.8`"
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

@@ -11,6 +11,7 @@ from tracelint.engine.rule import Rule, option
 from tracelint.timeline.summary import percentile
 
 
+
 @dataclass(frozen=True)
 class Options:
     ratio: float = option(1.5, "Report iterations when steady-state P99 / P50 is at least this.")
@@ -60,6 +61,9 @@ class TailLatency(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"ranges"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        return None, "which iterations a fix would shorten is not in the trace"
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

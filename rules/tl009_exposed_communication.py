@@ -9,7 +9,12 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import intervals
-from tracelint.timeline.collectives import canonical_collective, collective_label, issuing_collective
+from tracelint.timeline.collectives import (
+    canonical_collective,
+    collective_label,
+    issuing_collective,
+)
+from tracelint.whatif.edits import Ops, Overlap
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,10 @@ class ExposedCommunication(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"kernels"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        """Fix: the collective overlaps compute (bucketed / async), nothing waits on it in line."""
+        return [Overlap(Ops(classes=("communication",), devices=(finding.where.device,)))], ""
 
     def check(self, ctx):
         tl = ctx.tl

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import re
+
 import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify
+from tracelint.whatif.edits import RemoveSync
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,11 @@ class ReadbackInLoop(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"ranges"})
     Options = Options
+
+    def fix_edits(self, finding, ctx):
+        """Fix: the read-back leaves the loop, so its op no longer blocks on the GPU."""
+        op = finding.key.split("@", 1)[0]
+        return [RemoveSync(within=f"^{re.escape(op)}(?![\\w:])")], ""
 
     def check(self, ctx):
         tl = ctx.tl

@@ -70,6 +70,9 @@ class Fp32Gemm(Rule):
     needs = frozenset({"kernels"})
     Options = Options
 
+    def fix_edits(self, finding, ctx):
+        return None, "the TF32/BF16 speed-up depends on the GEMM shapes; try `tracelint whatif --scale GEMM_REGEX=0.5`"
+
     def check(self, ctx):
         tl, opt = ctx.tl, self.options
         k = tl.kernels

@@ -24,6 +24,9 @@ def info(
     tl = load_trace(trace, progress=not as_json)
     data = trace_info(tl)
     data["efficiency"] = efficiency_info(tl)
+    if tl.has_gpu_activity or len(tl.api_calls):
+        from ..whatif.analysis import WhatIf
+        data["critical_path"] = WhatIf(tl).critical_path_dict(top=5)
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -68,5 +71,8 @@ def info(
                       escape(k["name"][:120]))
         console.print(t)
     print_efficiency(console, data["efficiency"])
+    if data.get("critical_path"):
+        from .whatif import print_critical_path
+        print_critical_path(console, "Critical path", data["critical_path"])
     for note in data["notes"]:
         console.print(f"[dim]note: {escape(note)}[/]")

@@ -147,6 +147,13 @@ class Finding:
     metrics: dict[str, Measure] = field(default_factory=dict)      # headline numbers
     cases: list[dict[str, Any]] = field(default_factory=list)      # matched case-library entries
     key: str = ""                  # rule-chosen stable identity (kernel name, api, bucket)
+    # Projected saving of the rule's fix, replayed on the run's graph (engine/savings.py);
+    # None with saving_note when the fix cannot be stated as an edit. impact_ns is the time the
+    # finding's events touch; saving_ns what the replay says the fix saves (knock-on included).
+    saving_ns: int | None = None
+    saving_share: float | None = None
+    saving_iterations: dict[int, int] = field(default_factory=dict)
+    saving_note: str = ""
 
     @property
     def impact_share(self) -> float:
@@ -183,4 +190,9 @@ class Finding:
             "verdict": self.verdict, "verdict_advice": VERDICT_ADVICE[self.verdict],
             "fix": self.fix, "counter_example": self.counter_example,
             "cases": self.cases, "fingerprint": self.fingerprint(),
+            "saving_ns": None if self.saving_ns is None else int(self.saving_ns),
+            "saving_share": None if self.saving_share is None else round(self.saving_share, 6),
+            "saving_iterations": [{"step": int(k), "saving_ns": int(v)}
+                                  for k, v in sorted(self.saving_iterations.items())],
+            "saving_note": self.saving_note,
         }

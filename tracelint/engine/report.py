@@ -12,7 +12,7 @@ from .. import __version__
 from ..timeline.model import Timeline
 from .finding import Finding, Severity
 
-JSON_SCHEMA_VERSION = "1.1"   # 1.1: evidence status "estimated", `efficiency`
+JSON_SCHEMA_VERSION = "1.1"   # 1.1: evidence status "estimated", `efficiency`; saving_*, critical_path
 
 
 @dataclass
@@ -43,6 +43,8 @@ class Report:
     # Top-level JSON sections a higher layer attaches, computed when rendered
     # (tracelint.api adds "efficiency"); name -> callable returning the section.
     sections: dict[str, Callable[[], dict[str, Any]]] = field(default_factory=dict)
+    saving_all_ns: int | None = None             # all findings' fixes replayed together
+    critical_path: dict[str, Any] | None = None  # whatif.analysis.WhatIf.critical_path_dict
 
     def summary(self) -> dict[str, Any]:
         tl = self.timeline
@@ -77,7 +79,9 @@ class Report:
         return len(self.findings)
 
     def sorted_findings(self) -> list[Finding]:
-        return sorted(self.findings, key=lambda f: (-f.severity.rank, -f.impact_ns, f.rule))
+        """By projected saving; findings without one after those with one."""
+        return sorted(self.findings, key=lambda f: (f.saving_ns is None, -(f.saving_ns or 0),
+                                                    -f.severity.rank, -f.impact_ns, f.rule))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +95,8 @@ class Report:
             "suppressed_by_baseline": self.suppressed,
             "timing_s": {k: round(v, 4) for k, v in self.elapsed_s.items()},
             **{name: make() for name, make in self.sections.items()},
+            "saving_all_ns": self.saving_all_ns,
+            "critical_path": self.critical_path,
         }
 
     def to_pandas(self):

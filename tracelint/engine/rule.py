@@ -48,6 +48,12 @@ class Rule:
             return f"needs at least {self.min_ranks} ranks ({ctx.n} analysed)"
         return None
 
+    def fix_edits(self, finding: Finding, ctx):
+        """The rule's fix as what-if edits (tracelint.whatif.edits), or (None, why not).
+
+        engine/savings.py replays them to project the finding's saving_ns."""
+        return None, "this rule does not state its fix as an edit of the run"
+
     # ----- documentation -----------------------------------------------------------------
     @classmethod
     def doc(cls) -> str:

@@ -56,6 +56,7 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
     findings: list[Finding] = []
     skipped: dict[str, str] = {}
     elapsed: dict[str, float] = {}
+    instances: dict[str, Rule] = {}
     for rule_cls in selected:
         why = applicable(rule_cls, tl)
         if why:
@@ -68,11 +69,31 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
             skipped[rule_cls.id] = why
             continue
         findings += list(rule.check(ctx))
+        instances[rule_cls.id] = rule
         elapsed[rule_cls.id] = time.perf_counter() - t0
     findings, suppressed = _accepted(findings, config)
+    t0 = time.perf_counter()
+    projected = project(tl, findings, instances, ctx)
+    elapsed["savings"] = time.perf_counter() - t0
     return Report(source=tl.meta.source, timeline=tl, findings=findings,
                   rules=[rule_info(r) for r in selected], skipped=skipped,
-                  suppressed=suppressed, elapsed_s=elapsed)
+                  suppressed=suppressed, elapsed_s=elapsed, **projected)
+
+
+def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context) -> dict:
+    """Critical path and projected savings (engine/savings.py) for the report."""
+    from ..whatif.analysis import WhatIf
+    from .savings import project_savings
+    if not tl.has_gpu_activity and not len(tl.api_calls):
+        return {}
+    w = WhatIf(tl)
+    return {"saving_all_ns": project_savings(w, findings, instances, ctx),
+            "critical_path": w.critical_path_dict()}
+
+
+#: Cross-rank findings carry no saving yet: each rank replays alone (docs/whatif.md).
+JOB_SAVING_NOTE = ("the job-level replay across ranks (through matched collectives) is not built "
+                   "yet, so a cross-rank fix's saving is not projected")
 
 
 def run_job_rules(members: list, rules: list[type[Rule]], config: Config | None = None):
@@ -91,6 +112,8 @@ def run_job_rules(members: list, rules: list[type[Rule]], config: Config | None 
             continue
         findings += list(rule.check(ctx))
     findings, suppressed = _accepted(findings, config)
+    for f in findings:
+        f.saving_note = f.saving_note or JOB_SAVING_NOTE
     return findings, [rule_info(r) for r in selected], skipped, suppressed, ctx
 
 

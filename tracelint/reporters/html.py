@@ -151,6 +151,8 @@ def _card(n: int, f: Finding, origin: int) -> dict[str, Any]:
         "n": n, "sev": f.severity.value, "rule": clean(f.rule), "slug": clean(f.slug),
         "title": clean(f.title), "message": clean(f.message),
         "impact": fmt_ms(f.impact_ns), "share": fmt_share(f.impact_share),
+        "saving": fmt_ms(f.saving_ns) if f.saving_ns is not None else "n/a",
+        "saving_note": clean(f.saving_note),
         "occurrences": fmt_count(f.occurrences),
         "where": where_parts(f.where, origin, name_limit=None),
         "windows": [f"+{(s - origin) / 1e6:,.3f} ms, lasting {fmt_ns(e - s)}"
@@ -169,6 +171,20 @@ def _row(n: int, f: Finding, origin: int) -> dict[str, Any]:
     return {"n": n, "sev": f.severity.value, "rule": clean(f.rule), "slug": clean(f.slug),
             "impact": fmt_ms(f.impact_ns), "share": fmt_share(f.impact_share),
             "where": where, "message": clean(f.message, 240), "verdict": f.verdict}
+
+
+def _critical_path(report: Report) -> dict[str, Any] | None:
+    """Stacked bar per iteration (or one for the trace) and the top items on the path."""
+    cp = report.critical_path
+    if not cp or not cp.get("length_ns"):
+        return None
+    rows = [(f"step {it['step']}", it["breakdown_ns"]) for it in cp.get("iterations", [])[:40]]
+    rows = rows or [("trace", cp["breakdown_ns"])]
+    bar = svg.stacked_bars(rows, "Critical path by class" + (" per iteration" if len(rows) > 1 or rows[0][0] != "trace" else ""))
+    items = [{"name": clean(it["name"], 160), "cls": clean(it["class"]), "ns": fmt_ns(it["ns"]),
+              "count": fmt_count(it["count"])} for it in cp["top_items"]]
+    return {"svg": Markup(bar), "length": fmt_ns(cp["length_ns"]), "top": items,
+            "saving_all": fmt_ms(report.saving_all_ns) if report.saving_all_ns is not None else None}
 
 
 def _facts(report: Report) -> list[tuple[str, str]]:
@@ -208,6 +224,7 @@ def render_html(report: Report, max_cards: int = MAX_CARDS, max_rows: int = MAX_
         "devices": _devices(report, numbered) if s["has_gpu_activity"] else [],
         "plots": _plots(report),
         "efficiency": efficiency_section(report),
+        "critical_path": _critical_path(report),
         "cards": [_card(n, f, origin) for n, f in numbered[:max_cards]],
         "rows": [_row(n, f, origin) for n, f in numbered[max_cards:max_cards + max_rows]],
         "rows_dropped": max(len(ordered) - max_cards - max_rows, 0),

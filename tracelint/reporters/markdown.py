@@ -51,6 +51,9 @@ def _details(n: int, f: Finding, origin: int) -> str:
     lines = [f'<a id="{anchor(n)}"></a>',
              f"#### {n}. {md_escape(f.rule)} {md_escape(f.slug)}: {md_escape(f.title)}", "",
              md_escape(f.message, 500), ""]
+    if f.saving_ns is not None:
+        lines.append(f"- **Projected saving**: {fmt_ms(f.saving_ns)} ({fmt_share(f.saving_share)} of the span), "
+                     "the fix replayed on the run's dependency graph")
     lines.append(f"- **Impact**: {fmt_ms(f.impact_ns)} ({fmt_share(f.impact_share)} of the span)"
                  + (f", {f.occurrences:,} occurrences" if f.occurrences > 1 else ""))
     where = where_parts(f.where, origin, name_limit=120)

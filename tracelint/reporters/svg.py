@@ -226,3 +226,49 @@ def busy_strip(fractions: np.ndarray, t0: int, t1: int, label: str,
                    f'+{(dur * i / 5) / 1e6:,.3f} ms</text>')
     out.append(f'<text class="striplabel" x="0" y="11">{escape(label)}</text></svg>')
     return "".join(out)
+
+
+#: Fill per critical-path class (GPU classes share blues, host classes oranges, idle grey).
+PATH_COLOURS = {"communication": "#7b3fa0", "copies": "#2a9d8f", "host launch": "#e08a00",
+                "host blocked in sync": "#c0392b", "host other": "#f2b880", "idle": "#c9d1d9"}
+_GPU_BLUES = ("#1f5f9e", "#3f7fbf", "#6a9fd4", "#94bde6", "#b9d4ef", "#2c4f73", "#5778a0")
+
+
+def path_colour(cls: str, gpu_seen: dict) -> str:
+    if cls in PATH_COLOURS:
+        return PATH_COLOURS[cls]
+    return gpu_seen.setdefault(cls, _GPU_BLUES[len(gpu_seen) % len(_GPU_BLUES)])
+
+
+def stacked_bars(rows: Sequence[tuple[str, dict]], title: str, w: int = 1000) -> str:
+    """One horizontal bar per row (label, {class: ns}), stacked by class, with a legend.
+
+    Bars share one scale (the longest row), so iterations compare at a glance."""
+    if not rows:
+        return empty_plot(title, "no critical path")
+    row, x0, x1 = 26, 90, w - 110
+    classes = list(dict.fromkeys(c for _, parts in rows for c in parts))
+    legend_rows = (len(classes) + 3) // 4
+    h = MT + row * len(rows) + 18 * legend_rows + 16
+    vmax = max(sum(parts.values()) for _, parts in rows) or 1
+    seen: dict = {}
+    colour = {c: path_colour(c, seen) for c in classes}
+    out = _open(w, h, title, cls="plot hbar")
+    out[1] = f'<text class="ptitle" x="12" y="18">{escape(title)}</text>'
+    for i, (label, parts) in enumerate(rows):
+        y = MT + i * row
+        out.append(f'<text class="barlabel" x="12" y="{y + 14}">{escape(label)}</text>')
+        x = float(x0)
+        for c, v in parts.items():
+            wd = v / vmax * (x1 - x0)
+            out.append(f'<rect x="{_f(x)}" y="{y + 3}" width="{_f(max(wd, 0.5))}" height="16" '
+                       f'fill="{colour[c]}"><title>{escape(c)}: {escape(fmt_ns(v))}</title></rect>')
+            x += wd
+        out.append(f'<text class="tick" x="{_f(x + 6)}" y="{y + 15}">{escape(fmt_ns(sum(parts.values())))}</text>')
+    y = MT + row * len(rows) + 8
+    for k, c in enumerate(classes):
+        lx, ly = 12 + (k % 4) * 240, y + (k // 4) * 18
+        out.append(f'<rect x="{lx}" y="{ly}" width="12" height="12" fill="{colour[c]}"/>'
+                   f'<text class="note" x="{lx + 18}" y="{ly + 10}">{escape(c)}</text>')
+    out.append("</svg>")
+    return "".join(out)

@@ -69,12 +69,14 @@ def summary_lines(report: Report) -> list[str]:
 
 
 def group_by_rule(findings: list[Finding]) -> list[tuple[str, list[Finding]]]:
-    """Findings grouped by rule, most impact first within a group. Groups lead with the most
-    severe, then the most total impact, so errors never hide below a long list of notes."""
+    """Findings grouped by rule, most projected saving (then impact) first within a group.
+    Groups lead with the most severe, then the most total saving and impact, so errors never
+    hide below a long list of notes."""
     groups: "OrderedDict[str, list[Finding]]" = OrderedDict()
-    for f in sorted(findings, key=lambda f: (-f.impact_ns, f.rule)):
+    for f in sorted(findings, key=lambda f: (-(f.saving_ns or 0), -f.impact_ns, f.rule)):
         groups.setdefault(f.rule, []).append(f)
     return sorted(groups.items(), key=lambda kv: (-max(f.severity.rank for f in kv[1]),
+                                                  -sum(f.saving_ns or 0 for f in kv[1]),
                                                   -sum(f.impact_ns for f in kv[1]), kv[0]))
 
 
@@ -118,7 +120,10 @@ def _evidence_lines(f: Finding, verbose: bool) -> list[str]:
 def _finding_block(n: int, f: Finding, origin: int, verbose: bool) -> list[str]:
     sev = f.severity.value
     lines = [f"  [bold]#{n}[/] [{SEV_STYLE[sev]}]{sev}[/] {_e(f.message, None if verbose else 240)}",
-             f"    impact [bold]{fmt_ms(f.impact_ns)}[/] ({fmt_share(f.impact_share)} of span)"
+             "    " + (f"projected saving [bold]{fmt_ms(f.saving_ns)}[/] ({fmt_share(f.saving_share)}) · "
+                    if f.saving_ns is not None else "")
+             + f"{'impact' if f.saving_ns is None else 'time touched'} "
+             f"[bold]{fmt_ms(f.impact_ns)}[/] ({fmt_share(f.impact_share)} of span)"
              + (f" · {f.occurrences:,} occurrences" if f.occurrences > 1 else "")]
     lines += _where_lines(f, origin, verbose)
     if verbose and len(f.windows) > 1:

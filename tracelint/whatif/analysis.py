@@ -1,0 +1,63 @@
+"""One entry point for callers (CLI, info, reports, savings): build, replay, critical path,
+and the same with edits, as plain data."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..timeline.model import Timeline
+from .critical_path import critical_path
+from .edits import EditSet
+from .graph import RunGraph, build
+from .replay import Replay, replay
+
+
+class WhatIf:
+    """A trace's graph and its replay without edits, built once and reused for every edit."""
+
+    def __init__(self, tl: Timeline):
+        self.tl = tl
+        self.graph: RunGraph = build(tl)
+        self.base: Replay = replay(self.graph)
+
+    def run(self, edits: Sequence) -> Replay:
+        return replay(self.graph, EditSet(list(edits)).plan(self.graph))
+
+    def saving(self, edits: Sequence) -> tuple[int, dict[int, int]]:
+        """Wall time saved by the edits over the run and per iteration (ns, never negative
+        noise: a slower result is reported as it is)."""
+        e = self.run(edits)
+        base_it, e_it = self.base.iterations(), e.iterations()
+        return (self.base.work_span_ns - e.work_span_ns,
+                {k: base_it[k] - e_it.get(k, base_it[k]) for k in base_it})
+
+    def critical_path_dict(self, r: Replay | None = None, top: int = 10) -> dict[str, Any]:
+        r = r or self.base
+        return critical_path(r).to_dict(r.work_span_ns, r.windows(), top=top)
+
+    def to_dict(self, edits: Sequence = (), top: int = 10) -> dict[str, Any]:
+        b = self.base
+        out: dict[str, Any] = {
+            "span_ns": int(self.tl.span_ns), "replayed_span_ns": b.span_ns,
+            "work_span_ns": b.work_span_ns, "critical_path": self.critical_path_dict(b, top)}
+        trace_it = _trace_iterations(self.tl)
+        its = [{"step": k, "span_ns": trace_it.get(k), "replayed_ns": v}
+               for k, v in b.iterations().items()]
+        if edits:
+            e = self.run(edits)
+            out.update({"edited_span_ns": e.span_ns, "edited_work_span_ns": e.work_span_ns,
+                        "saving_ns": b.work_span_ns - e.work_span_ns,
+                        "edited_critical_path": self.critical_path_dict(e, top)})
+            e_it = e.iterations()
+            for it in its:
+                it["edited_ns"] = e_it.get(it["step"])
+            out["notes"] = list(e.plan.notes)
+        out["iterations"] = its
+        return out
+
+
+def _trace_iterations(tl: Timeline) -> dict[int, int]:
+    r = tl.ranges
+    if not len(r):
+        return {}
+    st = r[(r["kind"] == "step").to_numpy()]
+    return {int(s): int(e - b) for s, b, e in zip(st["step"], st["start"], st["end"])}

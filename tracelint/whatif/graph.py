@@ -1,0 +1,394 @@
+"""The run's dependency graph as arrays, built from a Timeline of either format.
+
+Two node sets, each a set of numpy arrays in time order:
+
+* host items: every runtime/driver API call, plus zero-length markers (thread start, thread
+  end, iteration boundaries), chained per thread. Each item starts a fixed gap after the item
+  before it ends (``after``), or a fixed offset after it starts when it is nested inside it
+  (``inside``). The gaps are the host's own work between calls (framework, Python), kept fixed.
+* GPU ops: kernels, copies and memsets. An op starts at the latest of: its launch call's start
+  plus a launch latency (correlation id), its stream predecessor's end plus a queue gap, and
+  the end of an op on another stream it waited for (event record -> stream wait, inferred from
+  the timing because neither importer keeps the event's record id).
+
+A host call that returned just after a GPU op it waited for (synchronize calls, blocking
+copies, implicit syncs) is ``blocking``: it ends at the later of its own cost and that op's end
+plus the return latency seen in the trace. Offsets are chosen so that the binding constraint of
+every node reproduces its traced time exactly; the others get a typical value clipped to what
+the trace allows, so a replay without edits reproduces the trace and an edit moves only what
+really depends on it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..timeline import classify
+from ..timeline.model import Timeline
+
+#: host item kinds
+API, MARK = 0, 1
+#: A non-sync call counts as blocked on a GPU op when it returned within this long of the op's
+#: end and spent most of its time after the op started (implicit syncs: cudaMemcpy, cudaFree).
+RETURN_SLACK_NS = 20_000
+#: ... and took at least this much longer than the median call of its name.
+EXCESS_NS = 10_000
+#: An op waited for another stream's op when it started within this long of that op's end.
+XSTREAM_SLACK_NS = 10_000
+_QUERY = re.compile(r"Query", re.IGNORECASE)
+_SYNC_COPY = re.compile(r"^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?$|^cuMemcpy[A-Za-z]*(_v2)?$")
+
+
+@dataclass
+class RunGraph:
+    """Arrays of the graph; see the module docstring for their meaning."""
+
+    span_start: int
+    span_end: int
+    # host items
+    h_thread: np.ndarray
+    h_start: np.ndarray
+    h_end: np.ndarray
+    h_kind: np.ndarray          # API | MARK
+    h_name: np.ndarray          # object: call name ('' for markers)
+    h_role: np.ndarray          # object: launch | sync | copy | memset | alloc | other | marker
+    h_prev: np.ndarray          # previous item on the thread, -1: anchored at its own time
+    h_inside: np.ndarray        # bool: offset from prev's start instead of its end
+    h_gap: np.ndarray           # offset from prev's end (or start when inside)
+    h_target: np.ndarray        # GPU op a blocking call waited for, -1 when not blocking
+    h_ret: np.ndarray           # return latency after the target's end
+    h_extra: dict               # host item -> more GPU ops it waits for (device syncs)
+    h_api_row: np.ndarray       # api_calls row, -1 for markers
+    h_step: np.ndarray          # iteration number at step markers, -1 elsewhere
+    h_step_edge: np.ndarray     # 0 step start marker, 1 step end marker, -1 elsewhere
+    h_driving: np.ndarray       # bool: the item's thread launches GPU work or waits for it
+    # GPU ops
+    g_device: np.ndarray
+    g_stream: np.ndarray
+    g_start: np.ndarray
+    g_end: np.ndarray
+    g_name: np.ndarray          # object
+    g_table: np.ndarray         # object: kernels | copies | memsets
+    g_row: np.ndarray
+    g_class: np.ndarray         # object: kernel class, "copy" or "memset"
+    g_launch: np.ndarray        # host item that launched it, -1 unknown
+    g_lat: np.ndarray           # launch latency offset
+    g_spred: np.ndarray         # previous op on the stream, -1 none
+    g_qgap: np.ndarray          # queue gap after the stream predecessor
+    g_xpred: np.ndarray         # op on another stream it waited for, -1 none
+    g_xgap: np.ndarray
+    g_kind: np.ndarray          # object: copy kind (H2D, D2H, ...), '' for other ops
+    # host ranges (framework ops, NVTX, steps), for edits of host work
+    r_thread: np.ndarray
+    r_start: np.ndarray
+    r_end: np.ndarray
+    r_name: np.ndarray          # object
+    r_step: np.ndarray          # bool: an iteration range
+    h_gap_owner: np.ndarray     # object: innermost host range around the gap before each item
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def n_host(self) -> int:
+        return len(self.h_start)
+
+    @property
+    def n_gpu(self) -> int:
+        return len(self.g_start)
+
+
+def _thread_bounds(tl: Timeline) -> pd.DataFrame:
+    """First start and last end of every host thread over its calls, ranges and frames."""
+    parts = [tl.table(t)[["pid", "tid", "start", "end"]] for t in ("api_calls", "ranges", "python_frames")
+             if len(tl.table(t))]
+    if not parts:
+        return pd.DataFrame({"pid": [], "tid": [], "lo": [], "hi": []})
+    allp = pd.concat(parts, ignore_index=True)
+    allp = allp[allp["tid"] >= 0] if (allp["tid"] >= 0).any() else allp
+    g = allp.groupby(["pid", "tid"], sort=True)
+    return pd.DataFrame({"lo": g["start"].min(), "hi": g["end"].max()}).reset_index()
+
+
+def _host_items(tl: Timeline) -> pd.DataFrame:
+    api = tl.api_calls
+    items = [pd.DataFrame({
+        "pid": api["pid"].to_numpy(), "tid": api["tid"].to_numpy(),
+        "start": api["start"].to_numpy(), "end": api["end"].to_numpy(),
+        "kind": API, "name": api["name"].astype(str).to_numpy() if len(api) else np.array([], object),
+        "role": np.asarray(tl.api_role, dtype=object) if len(api) else np.array([], object),
+        "api_row": np.arange(len(api)), "step": -1, "edge": -1, "order": 1})]
+    bounds = _thread_bounds(tl)
+    for col, order in (("lo", 0), ("hi", 3)):
+        t = bounds[col].to_numpy(np.int64)
+        items.append(pd.DataFrame({"pid": bounds["pid"].to_numpy(np.int64),
+                                   "tid": bounds["tid"].to_numpy(np.int64), "start": t, "end": t,
+                                   "kind": MARK, "name": "", "role": "marker", "api_row": -1,
+                                   "step": -1, "edge": -1, "order": order}))
+    r = tl.ranges
+    if len(r):
+        st = r[(r["kind"] == "step").to_numpy()]
+        for col, edge, order in (("start", 0, 0), ("end", 1, 2)):
+            t = st[col].to_numpy(np.int64)
+            items.append(pd.DataFrame({"pid": st["pid"].to_numpy(), "tid": st["tid"].to_numpy(),
+                                       "start": t, "end": t, "kind": MARK, "name": "",
+                                       "role": "marker", "api_row": -1,
+                                       "step": st["step"].to_numpy(), "edge": edge, "order": order}))
+    h = pd.concat(items, ignore_index=True)
+    h["thread"] = h.groupby(["pid", "tid"], sort=False).ngroup().to_numpy()
+    # parents before children at equal starts (longer first); markers before calls at a start
+    h["neg_end"] = -h["end"]
+    return h.sort_values(["thread", "start", "order", "neg_end"], kind="stable", ignore_index=True)
+
+
+def _chain(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Per thread: the item holding the running maximum end before each item, and whether
+    the item starts inside it (nested) or after it."""
+    n = len(start)
+    idx = np.arange(n)
+    first = np.r_[True, thread[1:] != thread[:-1]] if n else np.zeros(0, bool)
+    # running max of end within each thread: offset ends by thread so one accumulate suffices
+    big = np.int64(1) << np.int64(62)
+    lo = end.min() if n else 0
+    key = (end - lo) + thread.astype(np.int64) * (big // max(int(thread.max()) + 1, 1) if n else 0)
+    cm = np.maximum.accumulate(key) if n else key
+    holder = np.maximum.accumulate(np.where(key >= cm, idx, 0)) if n else idx
+    prev = np.r_[-1, holder[:-1]] if n else idx
+    prev = np.where(first, -1, prev)
+    p = np.maximum(prev, 0)
+    inside = (prev >= 0) & (start < end[p])
+    gap = np.where(inside, start - start[p], start - end[p])
+    return prev, inside, np.where(prev >= 0, gap, 0)
+
+
+def _launch_links(tl: Timeline, act: pd.DataFrame, h: pd.DataFrame) -> np.ndarray:
+    """Host item that launched each GPU op (the Timeline's one launch link)."""
+    out = np.full(len(act), -1, dtype=np.int64)
+    if len(tl.api_calls) == 0 or len(act) == 0:
+        return out
+    item_of_row = np.full(len(tl.api_calls), -1, dtype=np.int64)
+    is_api = h["api_row"].to_numpy() >= 0
+    item_of_row[h["api_row"].to_numpy()[is_api]] = np.flatnonzero(is_api)
+    for t in ("kernels", "copies", "memsets"):
+        sel = (act["table"] == t).to_numpy()
+        if sel.any():
+            rows = tl.launch_index(t)[act["row"].to_numpy()[sel]]
+            out[sel] = np.where(rows >= 0, item_of_row[np.maximum(rows, 0)], -1)
+    return out
+
+
+def _gpu_ops(tl: Timeline) -> pd.DataFrame:
+    act = tl.gpu_activity
+    pid = np.full(len(act), -1, dtype=np.int64)
+    cls = np.empty(len(act), dtype=object)
+    for t in ("kernels", "copies", "memsets"):
+        sel = (act["table"] == t).to_numpy()
+        rows = act["row"].to_numpy()[sel]
+        pid[sel] = tl.table(t)["pid"].to_numpy()[rows]
+        if t == "kernels":
+            cls[sel] = np.asarray(tl.kernel_class, dtype=object)[rows]
+        else:
+            cls[sel] = "copy" if t == "copies" else "memset"
+    act = act.assign(pid=pid, cls=cls)
+    return act.sort_values(["device", "stream", "start"], kind="stable", ignore_index=True)
+
+
+def _median_or(values: np.ndarray, default: int) -> int:
+    return int(np.median(values)) if len(values) else default
+
+
+def _gpu_offsets(g: pd.DataFrame, launch: np.ndarray, h_start: np.ndarray):
+    """Stream predecessors, cross-stream waits and the offsets that reproduce each start."""
+    n = len(g)
+    dev, stream = g["device"].to_numpy(), g["stream"].to_numpy()
+    start, end = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+    same = np.r_[False, (dev[1:] == dev[:-1]) & (stream[1:] == stream[:-1])]
+    spred = np.where(same, np.arange(n) - 1, -1)
+    # latest-ending op on the device that ended at or before this start (another stream when
+    # it is not the stream predecessor, whose constraint is then the tighter one)
+    xpred = np.full(n, -1, dtype=np.int64)
+    for d in np.unique(dev):
+        on = np.flatnonzero(dev == d)
+        by_end = on[np.argsort(end[on], kind="stable")]
+        k = np.searchsorted(end[by_end], start[on], side="right") - 1
+        cand = np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
+        xpred[on] = np.where((cand >= 0) & (stream[np.maximum(cand, 0)] != stream[on]), cand, -1)
+    has_l, has_s, has_x = launch >= 0, spred >= 0, xpred >= 0
+    slack_l = np.where(has_l, start - h_start[np.maximum(launch, 0)], 0)
+    slack_s = np.where(has_s, start - end[np.maximum(spred, 0)], 0)
+    slack_x = np.where(has_x, start - end[np.maximum(xpred, 0)], 0)
+    # typical launch latency: ops launched after their stream had drained (nothing else to
+    # wait for); typical queue gap: ops launched so early that the latency cannot explain
+    # their start (they waited in the queue)
+    launched = np.where(has_l, h_start[np.maximum(launch, 0)], 0)
+    pred_end = np.where(has_s, end[np.maximum(spred, 0)], 0)
+    lat0 = _median_or(slack_l[has_l & (~has_s | (launched >= pred_end))], 5_000)
+    q0 = _median_or(slack_s[has_s & has_l & (launched + max(lat0, 0) < pred_end)], 1_000)
+    lat = np.minimum(slack_l, max(lat0, 0))
+    qgap = np.minimum(slack_s, max(q0, 0))
+    xwait = has_x & (slack_x <= XSTREAM_SLACK_NS)
+    xgap = np.where(xwait, slack_x, 0)
+    xpred = np.where(xwait, xpred, -1)
+    neg = np.int64(-(1 << 62))
+    t_l = np.where(has_l, start - slack_l + lat, neg)
+    t_s = np.where(has_s, start - slack_s + qgap, neg)
+    t_x = np.where(xwait, start, neg)
+    best = np.maximum(np.maximum(t_l, t_s), t_x)
+    short = best < start           # nothing explains the start exactly: make the nearest exact
+    fix_s = short & has_s & ((t_s >= t_l) | ~has_l)
+    fix_l = short & has_l & ~fix_s
+    qgap = np.where(fix_s, slack_s, qgap)
+    lat = np.where(fix_l, slack_l, lat)
+    anchored = short & ~fix_s & ~fix_l & ~xwait     # no dependency at all: keep its time
+    return spred, qgap, xpred, xgap, lat, anchored
+
+
+def _by_name(names: np.ndarray, fn) -> np.ndarray:
+    """fn over the distinct names only, mapped back to every row (bool)."""
+    if len(names) == 0:
+        return np.zeros(0, bool)
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    return np.array([bool(fn(u)) for u in uniq], bool)[inv]
+
+
+def _blocking(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.ndarray):
+    """Which host calls waited for which GPU op, and the return latency after it."""
+    nh = len(h)
+    target = np.full(nh, -1, dtype=np.int64)
+    ret = np.zeros(nh, dtype=np.int64)
+    extra: dict[int, list[int]] = {}
+    if len(g) == 0:
+        return target, ret, extra
+    role = h["role"].to_numpy()
+    name = h["name"].to_numpy()
+    hs, he = h["start"].to_numpy(np.int64), h["end"].to_numpy(np.int64)
+    cand = np.flatnonzero((h["kind"].to_numpy() == API) & (role != "launch") & (he > hs))
+    if len(cand) == 0:
+        return target, ret, extra
+    gend, gstart = g["end"].to_numpy(np.int64), g["start"].to_numpy(np.int64)
+    launched_at = np.where(g_launch >= 0, hs[np.maximum(g_launch, 0)], gstart)
+    nsys = tl.meta.format == "nsys-sqlite"
+    gpid = g["pid"].to_numpy() if nsys else np.zeros(len(g), np.int64)
+    hpid = h["pid"].to_numpy() if nsys else np.zeros(nh, np.int64)
+    for p in np.unique(hpid[cand]):
+        ops = np.flatnonzero(gpid == p)
+        c = cand[hpid[cand] == p]
+        if len(ops) == 0:
+            continue
+        by_end = ops[np.argsort(gend[ops], kind="stable")]
+        k = np.searchsorted(gend[by_end], he[c], side="right") - 1
+        t = np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
+        tt = np.maximum(t, 0)
+        ok = (t >= 0) & (gend[tt] > hs[c]) & (launched_at[tt] <= hs[c])
+        r = he[c] - gend[tt]
+        waited = gend[tt] - np.maximum(hs[c], gstart[tt])
+        is_sync = (role[c] == "sync") & _by_name(name[c], lambda n: not _QUERY.search(n) and
+                                                 classify.sync_kind(n) != "stream_wait_event")
+        sync_copy = _by_name(name[c], lambda n: bool(_SYNC_COPY.match(n)))
+        # any other call: only when it took far longer than its name usually takes (an
+        # implicit sync), not when a short call merely overlapped an op's end
+        dur = he[c] - hs[c]
+        typical = pd.Series(dur).groupby(name[c]).transform("median").to_numpy()
+        generic = (r <= np.maximum(RETURN_SLACK_NS, dur // 20)) & (2 * waited > dur) & \
+            (dur - typical >= EXCESS_NS)
+        blocked = ok & (is_sync | sync_copy | generic)
+        target[c[blocked]] = t[blocked]
+        ret[c[blocked]] = r[blocked]
+    _device_sync_extras(h, g, target, launched_at, extra)
+    return target, ret, extra
+
+
+def _device_sync_extras(h, g, target, launched_at, extra) -> None:
+    """Device-wide syncs wait for the last op launched before them on every stream."""
+    blocking = np.flatnonzero(target >= 0)
+    names = h["name"].to_numpy()[blocking]
+    rows = blocking[_by_name(names, lambda n: classify.sync_kind(n) == "device")]
+    if len(rows) == 0:
+        return
+    hs = h["start"].to_numpy(np.int64)
+    he = h["end"].to_numpy(np.int64)
+    gend = g["end"].to_numpy(np.int64)
+    key = g["device"].astype(str) + ":" + g["stream"].astype(str)
+    for _, ops in pd.Series(np.arange(len(g))).groupby(key.to_numpy()):
+        ops = ops.to_numpy()
+        order = ops[np.argsort(launched_at[ops], kind="stable")]
+        k = np.searchsorted(launched_at[order], hs[rows], side="right") - 1
+        for i, kk in zip(rows, k):
+            if kk >= 0 and order[kk] != target[i] and gend[order[kk]] <= he[i]:
+                extra.setdefault(int(i), []).append(int(order[kk]))
+
+
+def _gap_owners(tl: Timeline, r_thread: np.ndarray, thread: np.ndarray, at: np.ndarray,
+                want: np.ndarray) -> np.ndarray:
+    """Name of the innermost range (op, NVTX; not a step) on the item's thread around time
+    `at`, for the items in `want`; '' elsewhere. Lets the critical path name host work."""
+    out = np.full(len(at), "", dtype=object)
+    r = tl.ranges
+    ok = (r_thread >= 0) & (r["kind"] != "step").to_numpy() if len(r) else np.zeros(0, bool)
+    rows = np.flatnonzero(ok)
+    if len(rows) == 0 or not want.any():
+        return out
+    start, end = r["start"].to_numpy(np.int64), r["end"].to_numpy(np.int64)
+    parent = r["parent"].to_numpy(np.int64)
+    lo = int(min(start[rows].min(), at[want].min()))
+    big = np.int64(1) << np.int64(42)
+    rkey = r_thread[rows] * big + np.minimum(start[rows] - lo, big - 1)
+    order = np.argsort(rkey, kind="stable")
+    q = np.flatnonzero(want)
+    qkey = thread[q] * big + np.minimum(at[q] - lo, big - 1)
+    k = np.searchsorted(rkey[order], qkey, side="right") - 1
+    cand = np.where(k >= 0, rows[order[np.maximum(k, 0)]], -1)
+    for _ in range(64):                      # climb to the enclosing range while outside
+        c = np.maximum(cand, 0)
+        outside = (cand >= 0) & ((end[c] <= at[q]) | (r_thread[c] != thread[q]))
+        if not outside.any():
+            break
+        cand = np.where(outside, parent[c], cand)
+        cand = np.where((cand >= 0) & ~ok[np.maximum(cand, 0)], -1, cand)
+    names = r["name"].astype(str).to_numpy(object)
+    out[q] = np.where(cand >= 0, names[np.maximum(cand, 0)], "")
+    return out
+
+
+def build(tl: Timeline) -> RunGraph:
+    """The dependency graph of one process-level trace (one rank)."""
+    h = _host_items(tl)
+    thread = h["thread"].to_numpy(np.int64)
+    hs, he = h["start"].to_numpy(np.int64), h["end"].to_numpy(np.int64)
+    prev, inside, gap = _chain(thread, hs, he)
+    g = _gpu_ops(tl)
+    launch = _launch_links(tl, g, h)
+    spred, qgap, xpred, xgap, lat, anchored = _gpu_offsets(g, launch, hs)
+    launch = np.where(anchored, -1, launch)
+    target, ret, extra = _blocking(tl, h, g, launch)
+    lo, hi = tl.span
+    threads = h[["pid", "tid", "thread"]].drop_duplicates(["pid", "tid"])
+    r = tl.ranges
+    r_thread = r[["pid", "tid"]].merge(threads, on=["pid", "tid"], how="left")["thread"] \
+        .fillna(-1).to_numpy(np.int64)
+    p = np.maximum(prev, 0)
+    after = (prev >= 0) & ~inside & (gap > 0)
+    owners = _gap_owners(tl, r_thread, thread, he[p] + gap // 2, after)
+    kind = np.full(len(g), "", dtype=object)
+    cp = (g["table"] == "copies").to_numpy()
+    kind[cp] = tl.copies["kind"].astype(str).to_numpy()[g["row"].to_numpy()[cp]]
+    drives = np.zeros(int(thread.max()) + 1 if len(thread) else 0, bool)
+    drives[thread[launch[launch >= 0]]] = True
+    drives[thread[target >= 0]] = True
+    return RunGraph(
+        span_start=int(lo), span_end=int(hi),
+        h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(np.int64),
+        h_name=h["name"].to_numpy(object), h_role=h["role"].to_numpy(object),
+        h_prev=prev, h_inside=inside, h_gap=gap, h_target=target, h_ret=ret, h_extra=extra,
+        h_api_row=h["api_row"].to_numpy(np.int64), h_step=h["step"].to_numpy(np.int64),
+        h_step_edge=h["edge"].to_numpy(np.int64), h_driving=drives[thread],
+        g_device=g["device"].to_numpy(np.int64), g_stream=g["stream"].to_numpy(np.int64),
+        g_start=g["start"].to_numpy(np.int64), g_end=g["end"].to_numpy(np.int64),
+        g_name=g["name"].astype(str).to_numpy(object), g_table=g["table"].to_numpy(object),
+        g_row=g["row"].to_numpy(np.int64), g_class=g["cls"].to_numpy(object),
+        g_launch=launch, g_lat=lat, g_spred=spred, g_qgap=qgap, g_xpred=xpred, g_xgap=xgap,
+        g_kind=kind, r_thread=r_thread, r_start=r["start"].to_numpy(np.int64),
+        r_end=r["end"].to_numpy(np.int64), r_name=r["name"].astype(str).to_numpy(object),
+        r_step=(r["kind"] == "step").to_numpy(), h_gap_owner=owners,
+        meta={"format": tl.meta.format, "anchored_ops": int(anchored.sum())})

@@ -1,0 +1,185 @@
+"""Discrete-event replay of a RunGraph: every node starts when its dependencies allow.
+
+The graph's arrays fix the order (time order of the trace, repaired where clock skew puts a
+node before what it depends on); the one sequential pass is a tight loop over plain Python
+lists, because each node's time depends on nodes just before it. Everything else (building
+the order, the bindings the critical path follows) is numpy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .graph import RunGraph
+
+
+@dataclass
+class Plan:
+    """The replay's parameters: the graph's, then changed by edits (see edits.py)."""
+
+    h_dur: np.ndarray
+    h_gap: np.ndarray
+    h_target: np.ndarray
+    h_ret: np.ndarray
+    h_extra: dict
+    g_dur: np.ndarray
+    g_launch: np.ndarray
+    g_lat: np.ndarray
+    g_spred: np.ndarray
+    g_qgap: np.ndarray
+    g_xpred: np.ndarray
+    g_xgap: np.ndarray
+    notes: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, g: RunGraph) -> "Plan":
+        return cls(h_dur=g.h_end - g.h_start, h_gap=g.h_gap.copy(), h_target=g.h_target.copy(),
+                   h_ret=g.h_ret.copy(), h_extra={k: list(v) for k, v in g.h_extra.items()},
+                   g_dur=g.g_end - g.g_start, g_launch=g.g_launch.copy(), g_lat=g.g_lat.copy(),
+                   g_spred=g.g_spred.copy(), g_qgap=g.g_qgap.copy(), g_xpred=g.g_xpred.copy(),
+                   g_xgap=g.g_xgap.copy())
+
+    def copy(self) -> "Plan":
+        arrays = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+        arrays["h_extra"] = {k: list(v) for k, v in self.h_extra.items()}
+        arrays["notes"] = list(self.notes)
+        return replace(self, **arrays)
+
+
+@dataclass
+class Replay:
+    """Replayed start/end of every node, and the span they cover."""
+
+    graph: RunGraph
+    plan: Plan
+    h_start: np.ndarray
+    h_end: np.ndarray
+    g_start: np.ndarray
+    g_end: np.ndarray
+
+    @property
+    def end(self) -> int:
+        ends = [int(a.max()) for a in (self.h_end, self.g_end) if len(a)]
+        return max(ends) if ends else self.graph.span_end
+
+    @property
+    def span_ns(self) -> int:
+        return self.end - self.graph.span_start
+
+    @property
+    def work_end(self) -> int:
+        """End of the GPU work and of the threads that drive it (launch or wait): what a fix
+        can move. Threads that never touch the GPU keep their traced times."""
+        d = self.graph.h_driving
+        ends = [int(a.max()) for a in (self.h_end[d], self.g_end) if len(a)]
+        return max(ends) if ends else self.end
+
+    @property
+    def work_span_ns(self) -> int:
+        return self.work_end - self.graph.span_start
+
+    def windows(self) -> dict[int, tuple[int, int]]:
+        """Replayed (start, end) of every iteration (ProfilerStep ranges), by step number."""
+        g = self.graph
+        out: dict[int, list] = {}
+        for i in np.flatnonzero(g.h_step >= 0):
+            out.setdefault(int(g.h_step[i]), [0, 0])[int(g.h_step_edge[i])] = int(self.h_start[i])
+        return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+    def iterations(self) -> dict[int, int]:
+        """Replayed duration of every iteration, by step number."""
+        return {k: b - a for k, (a, b) in self.windows().items()}
+
+
+def _order(g: RunGraph, p: Plan) -> np.ndarray:
+    """Event order: host starts, host ends and GPU ops by their traced time, then repaired
+    (vectorised passes) wherever a node sorts before one it depends on."""
+    nh, ng = g.n_host, g.n_gpu
+    key = np.concatenate([8 * g.h_start + 2, 8 * g.h_end + 1, 8 * g.g_start + 3]).astype(np.int64)
+    key -= key.min() if len(key) else 0
+    hi = np.arange(nh)
+    has_prev = g.h_prev >= 0
+    src_prev = np.where(g.h_inside, g.h_prev, nh + g.h_prev)[has_prev]
+    edges = [(src_prev, hi[has_prev]), (hi, nh + hi)]
+    t = p.h_target >= 0
+    edges.append((2 * nh + p.h_target[t], nh + hi[t]))
+    if p.h_extra:
+        ex = [(2 * nh + j, nh + i) for i, js in p.h_extra.items() for j in js]
+        edges.append((np.array([a for a, _ in ex]), np.array([b for _, b in ex])))
+    gi = np.arange(ng)
+    for pred, off in ((p.g_launch, 0), (p.g_spred, 2 * nh), (p.g_xpred, 2 * nh)):
+        m = pred >= 0
+        edges.append((off + pred[m], 2 * nh + gi[m]))
+    src = np.concatenate([e[0] for e in edges]).astype(np.int64)
+    dst = np.concatenate([e[1] for e in edges]).astype(np.int64)
+    for _ in range(64):
+        need = key[src] + 1
+        bad = need > key[dst]
+        if not bad.any():
+            break
+        np.maximum.at(key, dst[bad], need[bad])
+    else:   # pragma: no cover - would need a dependency cycle
+        raise ValueError("dependency cycle in the run graph")
+    order = np.argsort(key, kind="stable")
+    # a call that does not block ends at start + duration: no end event of its own
+    drop = np.zeros(len(key), bool)
+    drop[nh:2 * nh] = p.h_target < 0
+    return order[~drop[order]]
+
+
+def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
+    """Run the graph with a plan (the graph's own when None) and return every node's times."""
+    p = plan or Plan.of(g)
+    nh = g.n_host
+    order = _order(g, p).tolist()
+    h_prev = g.h_prev.tolist()
+    h_inside = g.h_inside.tolist()
+    h_anchor = g.h_start.tolist()
+    h_gap, h_dur = p.h_gap.tolist(), p.h_dur.tolist()
+    h_tgt, h_ret, extra = p.h_target.tolist(), p.h_ret.tolist(), p.h_extra
+    g_launch, g_lat = p.g_launch.tolist(), p.g_lat.tolist()
+    g_spred, g_qgap = p.g_spred.tolist(), p.g_qgap.tolist()
+    g_xpred, g_xgap = p.g_xpred.tolist(), p.g_xgap.tolist()
+    # an op with no dependency at all keeps its traced start
+    free = (p.g_launch < 0) & (p.g_spred < 0) & (p.g_xpred < 0)
+    g_dur, g_floor = p.g_dur.tolist(), np.where(free, g.g_start, -(1 << 62)).tolist()
+    hs = [0] * nh
+    he = [0] * nh
+    gs = [0] * g.n_gpu
+    ge = [0] * g.n_gpu
+    n2 = 2 * nh
+    for ev in order:
+        if ev < nh:
+            q = h_prev[ev]
+            if q < 0:
+                s = h_anchor[ev]
+            else:
+                s = (hs[q] if h_inside[ev] else he[q]) + h_gap[ev]
+            hs[ev] = s
+            if h_tgt[ev] < 0:
+                he[ev] = s + h_dur[ev]
+        elif ev < n2:
+            i = ev - nh
+            t = h_tgt[i]
+            r = h_ret[i]
+            e = ge[t] + r
+            for x in extra.get(i, ()):
+                if ge[x] + r > e:
+                    e = ge[x] + r
+            s = hs[i] + r
+            he[i] = e if e > s else s
+        else:
+            j = ev - n2
+            q = g_launch[j]
+            s = hs[q] + g_lat[j] if q >= 0 else g_floor[j]
+            q = g_spred[j]
+            if q >= 0 and ge[q] + g_qgap[j] > s:
+                s = ge[q] + g_qgap[j]
+            q = g_xpred[j]
+            if q >= 0 and ge[q] + g_xgap[j] > s:
+                s = ge[q] + g_xgap[j]
+            gs[j] = s
+            ge[j] = s + g_dur[j]
+    return Replay(g, p, np.array(hs, np.int64), np.array(he, np.int64),
+                  np.array(gs, np.int64), np.array(ge, np.int64))
