@@ -366,8 +366,13 @@ class _progress_bar:
         if not self.progress:
             return None
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, \
-            TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as Bar
         console = Console(stderr=True)
         if not console.is_terminal:
             return None

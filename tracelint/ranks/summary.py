@@ -12,108 +12,30 @@ step (job.py) estimates clock offsets between ranks from collective end times.
 Collective sizes are not part of the Timeline schema, so for Kineto traces a second, narrow
 pass over the JSON reads them (only when the file mentions them): NCCL kernel args
 ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size", newer PyTorch)
-and the `record_param_comms` CPU op that encloses each collective's launch (same keys).
+and the `record_param_comms` CPU op that encloses each collective's launch (same keys):
+collective_args.py. An nsys file with several processes is split by processes.py.
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import gzip
 import os
-import re
 import resource
 import shutil
 import tempfile
 import time
-import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
-import msgspec
 import numpy as np
 import pandas as pd
 
 from ..timeline import intervals
-from ..timeline.collectives import (canonical_collective, collective_kind, dtype_bytes,
-                                    issuing_collective)
+from ..timeline.collectives import canonical_collective, issuing_collective
+from .collective_args import attach_sizes, finish_collectives, read_comm_args
+from .processes import _rank_hint, split_processes
+from .rank_summary import ITER_COLUMNS, RankSummary, is_url, rank_from_name
 
-_RANK_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?:of(\d+))?", re.I)
-_OF_NAME = re.compile(r"(?:^|[^a-z0-9])(\d+)of(\d+)(?:[^0-9]|$)", re.I)
-_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]+://|::")
 _EPOCH_MIN_NS = 10**18          # 2001-09-09: a time base this large is a Unix epoch
-
-
-def rank_from_name(name: str) -> tuple[int | None, int | None]:
-    """(rank, world_size) from a file name: rank3, rank_3, rank-3, rank3of8, _3of8."""
-    base = os.path.basename(name.rstrip("/"))
-    m = _RANK_NAME.search(base)
-    if m:
-        return int(m.group(1)), (int(m.group(2)) if m.group(2) else None)
-    m = _OF_NAME.search(base)
-    if m and int(m.group(1)) < int(m.group(2)):
-        return int(m.group(1)), int(m.group(2))
-    return None, None
-
-
-def is_url(source: str) -> bool:
-    """True for an fsspec URL (s3://, gs://, memory://, file://, chained a::b)."""
-    return bool(_URL.search(str(source)))
-
-
-# ----- the summary ------------------------------------------------------------------------------
-@dataclass
-class RankSummary:
-    """Everything the reduce step knows about one rank. Picklable; a few hundred KB at most."""
-
-    source: str
-    label: str                              # file name, plus #pid when a file held several ranks
-    process: int | None = None              # pid, when one file held several processes (nsys)
-    ok: bool = True
-    error: str | None = None
-    rank: int | None = None                 # final rank id (assigned by the reduce step)
-    rank_hint: int | None = None
-    rank_source: str = ""                   # distributedInfo | nsys MPI rank | file name | ...
-    world_size: int | None = None
-    format: str = ""
-    producer: str = ""
-    backend: str | None = None
-    devices: list[dict[str, Any]] = field(default_factory=list)
-    start_ns: int = 0                       # trace clock
-    end_ns: int = 0
-    epoch_start_ns: int | None = None       # Unix epoch, when the trace says
-    epoch_end_ns: int | None = None
-    iterations: pd.DataFrame = field(default_factory=pd.DataFrame)
-    pseudo_iterations: bool = False         # no iteration markers: one iteration = whole trace
-    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
-    overlap: pd.DataFrame = field(default_factory=pd.DataFrame)   # compute inside comm kernels (cid)
-    top_kernels: list[tuple[str, int, int]] = field(default_factory=list)  # name, total ns, count
-    totals: dict[str, int] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-    suppressed: int = 0
-    notes: list[str] = field(default_factory=list)
-    timing_s: dict[str, float] = field(default_factory=dict)
-    worker_peak_rss_bytes: int | None = None
-    worker: str | None = None
-
-    @property
-    def steps(self) -> int:
-        return int(len(self.iterations))
-
-    def findings_by_severity(self) -> dict[str, int]:
-        out = {"error": 0, "warning": 0, "info": 0}
-        for f in self.findings:
-            out[f["severity"]] = out.get(f["severity"], 0) + 1
-        return out
-
-
-ITER_COLUMNS = ("step", "start", "end", "dur_ns", "compute_ns", "comm_ns", "exposed_comm_ns",
-                "busy_ns", "kernels")
-COLL_COLUMNS = ("device", "stream", "start", "end", "dur_ns", "kernel", "coll", "kind", "pg",
-                "step", "occurrence", "k_in_step", "exposed_ns", "overlap_ns", "in_nelems",
-                "out_nelems", "dtype", "bytes", "group_size", "size_source", "cid")
 
 
 # ----- opening a source (path or fsspec URL) ----------------------------------------------------
@@ -196,75 +118,6 @@ def peak_rss_bytes() -> int:
         pass
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(r if os.uname().sysname == "Darwin" else r * 1024)
-
-
-# ----- one file, several processes (nsys) -------------------------------------------------------
-def split_processes(tl) -> list[tuple[int | None, int | None, str, Any]]:
-    """[(pid or None, rank hint, rank source, Timeline)]: an nsys export that recorded several
-    processes with GPU work (torchrun under nsys) is one rank per process."""
-    from ..timeline.schema import GPU_ACTIVITY_TABLES
-    meta = tl.meta
-    hint, source = _rank_hint(tl)
-    if meta.format != "nsys-sqlite":
-        return [(None, hint, source, tl)]
-    pids = sorted({int(p) for t in GPU_ACTIVITY_TABLES for p in tl.table(t)["pid"].unique() if p >= 0})
-    if len(pids) < 2:
-        if hint is None:
-            devs = tl.devices_in_use()
-            if len(devs) == 1:
-                return [(None, devs[0], "nsys device id", tl)]
-            if len(pids) == 1:
-                return [(None, None, "", tl)]
-        return [(None, hint, source, tl)]
-    dev_of = {p: sorted({int(d) for t in GPU_ACTIVITY_TABLES
-                         for d in tl.table(t)["device"][tl.table(t)["pid"] == p].unique()})
-              for p in pids}
-    one_each = all(len(v) == 1 for v in dev_of.values()) and \
-        len({v[0] for v in dev_of.values()}) == len(pids)
-    out = []
-    for i, p in enumerate(pids):
-        part = _filter_process(tl, p, dev_of[p])
-        if one_each:
-            r, src = dev_of[p][0], "nsys device id"
-        else:
-            r, src = i, "nsys process order"
-        part.meta.rank = r
-        part.meta.notes.append(f"process {p} of {len(pids)} in this nsys file analysed as rank {r} "
-                               f"({src})")
-        out.append((p, r, src, part))
-    return out
-
-
-def _filter_process(tl, pid: int, devices: list[int]):
-    from ..timeline.model import Timeline
-    from ..timeline.schema import TABLES
-    kw = {}
-    for t in TABLES:
-        df = tl.table(t)
-        if t == "metrics":
-            sel = df["device"].isin(devices) | (df["device"] < 0)
-        else:
-            sel = df["pid"] == pid
-        kw[t] = df[sel.to_numpy()].reset_index(drop=True)
-    meta = dataclasses.replace(tl.meta, devices=[d for d in tl.meta.devices if d.id in devices] or
-                               list(tl.meta.devices), notes=list(tl.meta.notes),
-                               captured=set(tl.meta.captured), extra=dict(tl.meta.extra))
-    return Timeline(**kw, meta=meta)
-
-
-def _rank_hint(tl) -> tuple[int | None, str]:
-    meta = tl.meta
-    dist = meta.extra.get("distributed") if isinstance(meta.extra, dict) else None
-    if isinstance(dist, dict) and meta.rank is not None:
-        return meta.rank, "distributedInfo"
-    if meta.rank is not None and any("MPI Rank" in n for n in meta.notes):
-        return meta.rank, "nsys MPI rank"
-    r, _ = rank_from_name(os.path.basename(meta.source or ""))
-    if r is not None:
-        return r, "file name"
-    if meta.rank is not None:
-        return meta.rank, "trace"
-    return None, ""
 
 
 # ----- one process -> summary -------------------------------------------------------------------
@@ -483,137 +336,6 @@ def _collectives(tl, ctx, s, is_comm_k, comp_union, steps, st_start, st_end, pse
         "cid": np.arange(len(crow), dtype=np.int64),
     })
     s.overlap = pd.DataFrame(pieces, columns=["cid", "start", "end"]).astype("int64")
-
-
-# ----- collective sizes (Kineto args) -----------------------------------------------------------
-class _CArgs(msgspec.Struct, gc=False):
-    correlation: Any = -1
-    external_id: Any = msgspec.field(default=-1, name="External id")
-    coll: Any = msgspec.field(default=None, name="Collective name")
-    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
-    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
-    dtype: Any = None
-    group_size: Any = msgspec.field(default=None, name="Group size")
-    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
-    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
-
-
-class _CEvent(msgspec.Struct, gc=False):
-    cat: Any = ""
-    name: Any = ""
-    args: _CArgs | None = None
-
-
-class _CTop(msgspec.Struct):
-    traceEvents: list[msgspec.Raw] | None = None
-
-
-def _int(v) -> int:
-    if isinstance(v, bool) or v is None:
-        return -1
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return -1
-
-
-def _args_dict(a: _CArgs) -> dict[str, Any]:
-    return {"coll": a.coll if isinstance(a.coll, str) else None,
-            "in_nelems": _int(a.in_nelems), "out_nelems": _int(a.out_nelems),
-            "dtype": a.dtype if isinstance(a.dtype, str) else "",
-            "group_size": _int(a.group_size),
-            "pg": str(a.pg_ranks) if a.pg_ranks is not None else
-            (f"pg:{a.pg_name}" if a.pg_name is not None else "")}
-
-
-def read_comm_args(path: Path) -> tuple[dict[int, dict], dict[int, dict]]:
-    """(kernel correlation -> args, record_param_comms External id -> args) from a Kineto JSON.
-
-    A narrow second pass: skipped (no decode at all) when the file never mentions the keys."""
-    try:
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error):
-        return {}, {}
-    if b"nelems" not in data and b"Collective name" not in data:
-        return {}, {}
-    try:
-        start = len(data) - len(data.lstrip())
-        if data[start:start + 1] == b"[":
-            raws = msgspec.json.decode(data, type=list[msgspec.Raw])
-        else:
-            raws = msgspec.json.decode(data, type=_CTop).traceEvents or []
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return {}, {}
-    dec = msgspec.json.Decoder(_CEvent).decode
-    kargs: dict[int, dict] = {}
-    rpc: dict[int, dict] = {}
-    for lo in range(0, len(raws), 65536):
-        for raw in raws[lo:lo + 65536]:
-            try:
-                e = dec(raw)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                continue
-            a = e.args
-            if a is None:
-                continue
-            if e.name == "record_param_comms":
-                x = _int(a.external_id)
-                if x >= 0:
-                    rpc[x] = _args_dict(a)
-            elif a.in_nelems is not None or a.coll is not None:
-                c = _int(a.correlation)
-                if c >= 0 and e.cat in ("kernel", "Kernel"):
-                    kargs[c] = _args_dict(a)
-    return kargs, rpc
-
-
-def attach_sizes(s: RankSummary, kargs: dict[int, dict], rpc: dict[int, dict]) -> None:
-    c = s.collectives
-    if not len(c) or not (kargs or rpc):
-        return
-    n = len(c)
-    coll = c["coll"].to_numpy(dtype=object).copy()
-    cols = {k: c[k].to_numpy().copy() for k in ("in_nelems", "out_nelems", "bytes", "group_size")}
-    dtype = c["dtype"].to_numpy(dtype=object).copy()
-    pg = c["pg"].to_numpy(dtype=object).copy()
-    src = c["size_source"].to_numpy(dtype=object).copy()
-    corr, ext = c["correlation"].to_numpy(), c["rpc_ext"].to_numpy()
-    for i in range(n):
-        a, how = kargs.get(int(corr[i])), "kernel args"
-        if a is None:
-            a, how = rpc.get(int(ext[i])), "record_param_comms"
-        if a is None:
-            continue
-        canon = canonical_collective(a["coll"])
-        if canon:               # the issuing op's own name for it beats the kernel's
-            coll[i] = canon
-        cols["in_nelems"][i], cols["out_nelems"][i] = a["in_nelems"], a["out_nelems"]
-        cols["group_size"][i] = a["group_size"]
-        dtype[i], pg[i] = a["dtype"], a["pg"]
-        eb = dtype_bytes(a["dtype"])
-        ne = max(a["in_nelems"], a["out_nelems"])
-        if eb > 0 and ne >= 0:
-            cols["bytes"][i] = ne * eb
-            src[i] = how
-    s.collectives = c.assign(coll=coll, dtype=dtype, pg=pg, size_source=src, **cols)
-
-
-def finish_collectives(s: RankSummary) -> None:
-    """Kinds and occurrence indexes (k-th call of each collective per process group, overall
-    and within its iteration): the keys the reduce step matches ranks on."""
-    c = s.collectives
-    if not isinstance(c, pd.DataFrame) or not len(c):
-        s.collectives = pd.DataFrame({col: pd.Series([], dtype=object if col in (
-            "kernel", "coll", "kind", "pg", "dtype", "size_source") else "int64") for col in COLL_COLUMNS})
-        return
-    c = c.sort_values(["start", "device", "stream"], kind="stable").reset_index(drop=True)
-    c["kind"] = [collective_kind(x) for x in c["coll"]]
-    grp = [c["pg"].to_numpy(dtype=object), c["coll"].to_numpy(dtype=object)]
-    c["occurrence"] = c.groupby(grp, sort=False).cumcount().astype(np.int64)
-    c["k_in_step"] = c.groupby(grp + [c["step"].to_numpy()], sort=False).cumcount().astype(np.int64)
-    s.collectives = c
 
 
 __all__ = ["RankSummary", "summarize_source", "summarize_timeline", "rank_from_name",
