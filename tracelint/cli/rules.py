@@ -5,10 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.table import Table
 
-from ..engine.registry import matches
 from .app import app, fail
 
 
@@ -18,20 +16,23 @@ def rules_cmd(
     rules_dir: Annotated[Optional[list[str]], typer.Option("--rules-dir", help="Extra folder of rule files.")] = None,
 ):
     """List the rules, or print one rule's documentation."""
-    from ..api import available_rules
-    from ..engine.config import Config
     console = Console()
-    available = available_rules(Config(rules_dirs=list(rules_dir or [])))
-    if rule is None:
+    if rule is None:  # the list comes from the catalogue cache: no rule module is imported
+        from ..engine.catalogue import rule_catalogue
         t = Table(title="tracelint rules", title_justify="left")
-        for col in ("id", "slug", "severity", "scope", "layers", "summary"):
+        columns = ("id", "slug", "severity", "scope", "layers", "summary")
+        for col in columns:
             t.add_column(col, overflow="fold")
-        for r in available:
-            scope = "job (several ranks)" if r.scope == "job" else "trace"
-            t.add_row(r.id, r.slug, r.severity.value, scope, ",".join(sorted(x.value for x in r.layers)),
-                      r.summary())
+        for r in rule_catalogue(rules_dir or []):
+            t.add_row(*(",".join(r[c]) if c == "layers" else r[c] for c in columns))
         console.print(t)
         return
+    from rich.markdown import Markdown
+
+    from ..api import available_rules
+    from ..engine.config import Config
+    from ..engine.registry import matches
+    available = available_rules(Config(rules_dirs=list(rules_dir or [])))
     chosen = [r for r in available if r.id == rule.upper() or r.slug == rule.lower()]
     if not chosen:
         chosen = [r for r in available if matches(r, rule)]

@@ -6,11 +6,13 @@ reporter renders from the same object.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import __version__
-from ..timeline.model import Timeline
 from .finding import Finding, Severity
+
+if TYPE_CHECKING:  # type-only: importing the model pulls pandas and numpy into every command
+    from ..timeline.model import Timeline
 
 JSON_SCHEMA_VERSION = "1.1"   # 1.1: evidence status "estimated", `efficiency`; saving_*, critical_path
 

@@ -1,0 +1,97 @@
+"""Start-up paths stay light: `--version`, `--help` and `rules` import neither pandas nor numpy
+(nor pydantic), the lazy command table agrees with the command modules, and the rule catalogue
+cache lists what the registry lists and notices a changed rule file. Not timed: the figures
+are in docs/performance.md (bench/bench_startup.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tracelint.cli import app as app_mod
+
+HEAVY = ("pandas", "numpy", "pydantic", "tracelint.timeline.model", "tracelint.engine.registry")
+
+PROBE = """
+import sys
+from tracelint.cli.app import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print("\\nMODULES " + " ".join(sorted(sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _run(args, tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "200"}
+    res = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+                         env=env, timeout=300)
+    modules = set(res.stderr.rsplit("MODULES ", 1)[1].split())
+    return res, modules
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], [], ["rules"], ["rules", "--help"],
+                                  ["lint", "--help"]])
+def test_light_paths_do_not_import_heavy_modules(args, tmp_path):
+    if args == ["rules"]:  # the first listing fills the cache; the second must be light
+        _run(args, tmp_path)
+    res, modules = _run(args, tmp_path)
+    assert res.returncode == (2 if args == [] else 0), res.stderr
+    loaded = [m for m in HEAVY if m in modules]
+    if args[:1] == ["lint"]:  # its module imports the config and the engine, not pandas
+        loaded = [m for m in loaded if m in ("pandas", "numpy")]
+    assert not loaded, f"{args} imported {loaded}"
+
+
+def test_help_lists_every_command_with_its_own_one_line_help(tmp_path):
+    """The table's help lines are the commands' docstrings (or group help), so `--help` shows
+    the same text the modules declare."""
+    import typer.main
+    app_mod._register()
+    built = typer.main.get_command(app_mod.app)
+    assert set(built.commands) == set(app_mod.COMMANDS)
+    for name, entry in app_mod.COMMANDS.items():
+        cmd = built.commands[name]
+        declared = " ".join((cmd.help or "").split("\n\n")[0].split())
+        assert declared == entry.help, name
+    res, _ = _run(["--help"], tmp_path)
+    for name, entry in app_mod.COMMANDS.items():
+        assert name in res.stdout
+    assert " ".join(res.stdout.split()).count("Lint a trace for performance anti-patterns.") == 1
+
+
+def test_rules_listing_from_cache_equals_registry_and_follows_edits(tmp_path, monkeypatch):
+    from tracelint.api import available_rules
+    from tracelint.engine.catalogue import cache_dir, rule_catalogue
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    expected = [r.id for r in available_rules()]
+    first = rule_catalogue()
+    assert [r["id"] for r in first] == expected
+    assert len(list(cache_dir().glob("rules-*.json"))) == 1
+    assert rule_catalogue() == first
+    # a user rule folder is part of the key: adding a rule file gives a new, longer listing
+    user = tmp_path / "myrules"
+    user.mkdir()
+    (user / "tl900_x.py").write_text(
+        "from tracelint.engine.rule import Rule\n"
+        "class X(Rule):\n    '''Planted user rule.'''\n    id = 'TL900'\n    slug = 'planted-x'\n"
+        "    def check(self, ctx):\n        return iter(())\n")
+    with_user = rule_catalogue([str(user)])
+    assert [r["id"] for r in with_user if r["id"] == "TL900"] == ["TL900"]
+    assert next(r for r in with_user if r["id"] == "TL900")["summary"] == "Planted user rule."
+    # editing the file changes its size and mtime, so the cache is rebuilt from the new text
+    (user / "tl900_x.py").write_text((user / "tl900_x.py").read_text().replace(
+        "Planted user rule.", "Edited planted rule, longer."))
+    os.utime(user / "tl900_x.py", ns=(1, 10**18))
+    edited = rule_catalogue([str(user)])
+    assert next(r for r in edited if r["id"] == "TL900")["summary"] == "Edited planted rule, longer."
+    # a corrupt cache file is ignored and rewritten
+    for p in cache_dir().glob("rules-*.json"):
+        p.write_text("{not json")
+    assert rule_catalogue() == first
+    assert json.loads(next(iter(sorted(cache_dir().glob("rules-*.json")))).read_text())
