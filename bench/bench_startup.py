@@ -1,6 +1,7 @@
 """Start-up cost of the light commands, whole process, against references in the same run.
 
     python bench/bench_startup.py [--runs 7] [--before /work/main/.venv/bin/python]
+    python bench/bench_startup.py --command "lint TRACE --select TL005 -f json" --before ...
 
 Each command runs in a fresh process; CPU is the child's user+sys time from wait4(), so other
 jobs on a shared machine inflate the wall time but hardly the CPU. Runs interleave the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -36,15 +38,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--before", help="interpreter of another checkout to compare with")
+    ap.add_argument("--command", action="append", default=None, metavar="ARGS",
+                    help="tracelint arguments to time instead of the start-up commands "
+                         "(repeatable), e.g. 'lint trace.json.gz --select TL005 -f json'")
     args = ap.parse_args()
+    commands = [shlex.split(c) for c in args.command] if args.command else COMMANDS
     cases: dict[str, list[str]] = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "python -c 'import pandas'": [sys.executable, "-c", "import pandas"],
     }
-    for cmd in COMMANDS:
+    for cmd in commands:
         cases["tracelint " + " ".join(cmd)] = [sys.executable, "-m", "tracelint", *cmd]
         if args.before:
-            cases["before: tracelint " + " ".join(cmd)] = [args.before, "-m", "tracelint", *cmd]
+            before = [os.path.abspath(a) if os.path.exists(a) else a for a in cmd]
+            cases["before: tracelint " + " ".join(cmd)] = [args.before, "-m", "tracelint", *before]
     for argv in cases.values():  # warm the bytecode and rule-catalogue caches
         run_once(argv)
     load_before = os.getloadavg()[0]

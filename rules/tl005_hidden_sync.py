@@ -10,6 +10,8 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify, intervals
+from tracelint.timeline.codes import row_codes
+from tracelint.timeline.codes import thread_codes as _thread_codes
 from tracelint.whatif.edits import RemoveSync
 
 
@@ -210,21 +212,6 @@ def _candidates(ctx) -> pd.DataFrame:
     })
 
 
-def _thread_codes(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
-    """Dense thread codes shared across several (pid, tid) arrays."""
-    allp = np.concatenate([np.asarray(p, dtype=np.int64) for p, _ in pairs]) if pairs else np.zeros(0, np.int64)
-    allt = np.concatenate([np.asarray(t, dtype=np.int64) for _, t in pairs]) if pairs else np.zeros(0, np.int64)
-    if len(allp) == 0:
-        return [np.zeros(0, np.int64) for _ in pairs]
-    _, inv = np.unique(np.stack([allp, allt], axis=1), axis=0, return_inverse=True)
-    inv = inv.reshape(-1).astype(np.int64)
-    out, k = [], 0
-    for p, _ in pairs:
-        out.append(inv[k:k + len(p)])
-        k += len(p)
-    return out
-
-
 def _attach_context(ctx, cand: pd.DataFrame) -> None:
     """Per candidate: iteration, scope, end-of-iteration flag, Python line, op, NVTX path."""
     tl = ctx.tl
@@ -358,7 +345,8 @@ def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray]:
     has = root >= 0
     ops[has] = norm[codes[root[has]]]
     mat = np.stack(levels, axis=1)
-    uniq, inv = np.unique(mat, axis=0, return_inverse=True)
+    inv, first = row_codes(*levels)  # = np.unique(mat, axis=0, return_inverse=True), faster
+    uniq = mat[first]
     text = np.array(["/".join(norm[c] for c in u if c >= 0) for u in uniq], dtype=object)
     return ops, text[inv.reshape(-1)]  # the join above loops over distinct paths only
 

@@ -94,11 +94,3 @@ def _assign(inst_group: np.ndarray, inst_start: np.ndarray, inst_end: np.ndarray
     return out
 
 
-def _thread_codes(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
-    """Joint integer codes of (pid, tid) pairs across several arrays."""
-    keys = [(p.astype(np.int64) << 32) ^ (t.astype(np.int64) & 0xFFFFFFFF) for p, t in pairs]
-    allk = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-    uniq = np.unique(allk)
-    return [np.searchsorted(uniq, k).astype(np.int64) for k in keys]
-
-

@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 
 from ..timeline import intervals
+from ..timeline.codes import thread_codes as _thread_codes
 from ..timeline.model import Timeline
 from ..timeline.summary import percentile
-from .attribution import _activity, _Activity, _assign, _thread_codes
+from .attribution import _activity, _Activity, _assign
 from .names import (exact_kernel_name, finding_identity, lint_fingerprints,  # noqa: F401
                     normalise_kernel_name, normalise_range_name, short_kernel_name)
 from .serving import TPOT, TTFT, parse_request_range, serving_values  # noqa: F401

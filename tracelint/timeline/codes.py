@@ -1,0 +1,37 @@
+"""Dense codes of rows of several integer columns (e.g. (pid, tid) threads, nesting paths).
+
+`np.unique(np.stack(cols, 1), axis=0)` gives the same codes but sorts a structured view row by
+row (about 40x slower on a million rows). Here each column is ranked on its own with a sorted
+hash factorisation, and the ranks are folded in one column at a time, re-densified after each
+step so the key never overflows. The fold preserves lexicographic order, so codes and the order
+of distinct rows are identical to np.unique(axis=0) for any int64 values (no bit packing that
+could collide).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def row_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, first): codes[i] is the rank of row i among the distinct rows in lexicographic
+    order (as np.unique(axis=0, return_inverse=True)), first[c] the first row holding code c."""
+    n = len(columns[0]) if columns else 0
+    key = np.zeros(n, dtype=np.int64)
+    for i, col in enumerate(columns):
+        rank, uniq = pd.factorize(np.asarray(col, dtype=np.int64), sort=True)
+        rank = rank.astype(np.int64, copy=False)
+        key = rank if i == 0 else pd.factorize(key * len(uniq) + rank, sort=True)[0].astype(np.int64)
+    first = np.zeros(int(key.max()) + 1 if n else 0, dtype=np.int64)
+    first[key[::-1]] = np.arange(n - 1, -1, -1)  # the last write per code is its first row
+    return key, first
+
+
+def thread_codes(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+    """Thread codes shared across several (pid, tid) arrays: one code array per pair."""
+    if not pairs:
+        return []
+    allp = np.concatenate([np.asarray(p, dtype=np.int64) for p, _ in pairs])
+    allt = np.concatenate([np.asarray(t, dtype=np.int64) for _, t in pairs])
+    codes, _ = row_codes(allp, allt)
+    return np.split(codes, np.cumsum([len(p) for p, _ in pairs])[:-1])
