@@ -115,22 +115,57 @@ def load_kineto(path, progress: Callable[[str, float], None] | None = None) -> T
     path = Path(path)
     report = progress or (lambda stage, fraction: None)
     report("read", 0.0)
+    tl = _load_in_ranges(path, report)       # large plain JSON: byte ranges, several processes
+    if tl is not None:
+        return tl
     data = _read(path)
     report("read", 1.0)
     top, raws = _decode_top(path, data)
     build = _Builder()
-    dec = msgspec.json.Decoder(_Event, float_hook=str.encode).decode   # floats as exact text
+    dec = _event_decoder()
     _decode_events(path, raws, dec, build, report)
     cols = build.columns()
-    build.fill_correlation_from_flows(cols, raws, dec)
+    build.fill_correlation_from_flows(cols, lambda: (
+        [e for e in map(dec, raws[lo:lo + CHUNK]) if e.cat in FLOW_CATS]
+        for lo in sorted(set(build.flow_chunks))))
     specials = build.decode_specials()
     info = _TraceInfo(top, shapes=bool(top.record_shapes) or data.find(b'"Input Dims"') >= 0)
     del raws, data, top, build.specials    # drop every view of the file buffer before the frames
+    return _finish(path, cols, specials, build, info, report)
+
+
+def _finish(path: Path, cols: dict, specials: list[dict], build: _Builder, info: _TraceInfo,
+            report) -> Timeline:
     report("build", 0.0)
     tl = _timeline(cols, specials, build)
     tl.meta = _meta(path, info, tl, build, specials)
     report("build", 1.0)
     return tl
+
+
+def _event_decoder():
+    return msgspec.json.Decoder(_Event, float_hook=str.encode).decode   # floats as exact text
+
+
+def _load_in_ranges(path: Path, report) -> Timeline | None:
+    """kineto_ranges' path for a large plain-JSON file; None leaves it to the whole buffer."""
+    from . import kineto_ranges as kr
+    build = _Builder()
+    try:
+        if path.stat().st_size < kr.STREAM_MIN:
+            return None
+        top_bytes, ranges = kr.plan(path, path.stat().st_size)
+        report("read", 1.0)
+        specials, firsts, shapes = kr.decode_in_ranges(path, ranges, build, report)
+        top = msgspec.json.decode(top_bytes, type=_Top)
+    except (kr.NotSplittable, OSError, msgspec.DecodeError, TraceFormatError):
+        return None
+    cols = build.columns()
+    build.fill_correlation_from_flows(cols, lambda: kr.flow_events(path, ranges, firsts,
+                                                                   build.flow_chunks))
+    info = _TraceInfo(top, shapes=bool(top.record_shapes) or shapes
+                      or top_bytes.find(b'"Input Dims"') >= 0)
+    return _finish(path, cols, specials, build, info, report)
 
 
 def _decode_events(path: Path, raws: list, dec, build: _Builder, report) -> None:
@@ -392,22 +427,27 @@ class _Builder:
             self.parts[table][k].append(v)
 
     def columns(self) -> dict[str, dict[str, np.ndarray]]:
-        return {t: {k: np.concatenate(v) for k, v in c.items()} for t, c in self.parts.items()}
+        """Each column concatenated once; its chunk parts are dropped as it is made."""
+        out = {}
+        for t in list(self.parts):
+            c = self.parts.pop(t)
+            out[t] = {k: np.concatenate(c.pop(k)) for k in list(c)}
+        return out
 
     def decode_specials(self) -> list[dict]:
         dec = msgspec.json.Decoder(float_hook=str.encode)   # exact ts; values converted later
         return [e for e in map(dec.decode, self.specials) if isinstance(e, dict)]
 
-    def fill_correlation_from_flows(self, cols: dict, raws: list, dec) -> None:
+    def fill_correlation_from_flows(self, cols: dict, flow_batches: Callable) -> None:
         """Where GPU rows or API calls lack args.correlation, take the id of the ac2g-style flow
-        that starts ("s") at the API call or ends ("f") at the GPU row. Rare: decoded on demand."""
+        that starts ("s") at the API call or ends ("f") at the GPU row. Rare: flow_batches()
+        decodes the flow events (in lists) on demand."""
         missing = [t for t in GPU_TABLES + ("api_calls",)
                    if t in cols and (cols[t]["correlation"] < 0).any()]
-        if not missing or not self.flow_chunks:
+        if not missing:
             return
         lookup: dict[tuple, int] = {}
-        for lo in sorted(set(self.flow_chunks)):
-            flows = [e for e in map(dec, raws[lo:lo + CHUNK]) if e.cat in FLOW_CATS]
+        for flows in flow_batches():
             ts, ok = us_to_ns([e.ts for e in flows])
             for e, pid, tid, t, i, good in zip(flows, _ints([e.pid for e in flows]),
                                                _ints([e.tid for e in flows]), ts,
@@ -473,8 +513,11 @@ def _timeline(cols: dict, specials: list[dict], build: _Builder) -> Timeline:
 
 
 def _sorted(c: dict) -> dict:
+    """Rows by start, in place: the unsorted arrays are dropped one by one (memory peak)."""
     order = np.argsort(c["start"], kind="stable")
-    return {k: v[order] for k, v in c.items()}
+    for k in list(c):
+        c[k] = c[k][order]
+    return c
 
 
 def _cat(codes: np.ndarray, labels: list[str]) -> pd.Categorical:

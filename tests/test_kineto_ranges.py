@@ -1,0 +1,104 @@
+"""The byte-range Kineto path gives the same Timeline as the whole-buffer path (every table,
+row order included, and meta), and leaves anything it cannot cut safely to the whole buffer."""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tracelint.importers import kineto_json as kj
+from tracelint.importers import kineto_ranges as kr
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch"
+TABLES = ("kernels", "copies", "memsets", "api_calls", "ranges", "syncs", "python_frames", "metrics")
+
+
+def _plain(tmp_path: Path, name: str) -> Path:
+    src = SHARED / name
+    if not src.exists():
+        pytest.skip("shared traces not present")
+    out = tmp_path / name.removesuffix(".gz")
+    out.write_bytes(gzip.decompress(src.read_bytes()))
+    return out
+
+
+def _assert_same(a, b):
+    for t in TABLES:
+        pd.testing.assert_frame_equal(getattr(a, t), getattr(b, t))
+    assert dataclasses.asdict(a.meta) == dataclasses.asdict(b.meta)
+    assert list(a.meta.extra["category_counts"]) == list(b.meta.extra["category_counts"])
+
+
+@pytest.mark.parametrize("name,range_bytes", [
+    ("hta_trace_diff_control_a100_rank3of8.json.gz", 150_000),   # ops and annotations tie on start
+    ("hta_cupti_counters_a100.json.gz", 3_000),                   # counters: special events
+    ("hta_v100_rank0of1.pt.trace.json.gz", 400_000),
+])
+def test_ranges_equal_whole_buffer(tmp_path, monkeypatch, name, range_bytes):
+    path = _plain(tmp_path, name)
+    monkeypatch.setattr(kr, "RANGE_BYTES", range_bytes)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    _, ranges = kr.plan(path, path.stat().st_size)
+    assert len(ranges) > 3
+    by_ranges = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert by_ranges is not None
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    _assert_same(by_ranges, kj.load_kineto(path))
+
+
+def test_correlation_from_flows_across_ranges(tmp_path, monkeypatch):
+    """Kernels without args.correlation take it from ac2g flows, also when the flow and the
+    kernel sit in different ranges and batches."""
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "p"}}]
+    for i in range(300):
+        ts = 1000 + 10 * i
+        events += [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": ts, "dur": 2, "args": {"correlation": i}},
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": ts},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 0, "tid": 7, "ts": ts + 5,
+             "bp": "e"},
+            {"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 0, "tid": 7, "ts": ts + 5,
+             "dur": 3, "args": {"device": 0, "stream": 7}},
+        ]
+    path = tmp_path / "flows.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [\n'
+                    + ",\n".join(json.dumps(e) for e in events) + '\n], "traceName": "x"}')
+    monkeypatch.setattr(kr, "RANGE_BYTES", 2_000)
+    monkeypatch.setattr(kj, "CHUNK", 97)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    by_ranges = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert by_ranges is not None
+    assert sorted(by_ranges.kernels["correlation"]) == list(range(300))
+    assert by_ranges.meta.extra["trace_name"] == "x"
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    _assert_same(by_ranges, kj.load_kineto(path))
+
+
+@pytest.mark.parametrize("text", [
+    # no newline between events: nothing to cut at
+    '{"traceEvents": [' + ",".join(['{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, '
+                                    '"tid": 7, "ts": 1, "dur": 1}'] * 50) + "]}",
+    # objects one per line inside an event's args: a cut there must not be taken
+    '{"traceEvents": [\n' + ",\n".join(['{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, '
+                                        '"tid": 1, "ts": 1, "dur": 1, "args": {"l": [\n{"a": 1},\n'
+                                        '{"b": 2}\n]}}'] * 50) + "\n]}",
+])
+def test_unsafe_or_uncuttable_files_take_the_whole_buffer(tmp_path, monkeypatch, text):
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    monkeypatch.setattr(kr, "RANGE_BYTES", 200)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    try:
+        got = kj._load_in_ranges(path, lambda stage, fraction: None)
+    except kr.NotSplittable:  # pragma: no cover - _load_in_ranges catches it
+        raise
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    whole = kj.load_kineto(path)
+    if got is not None:  # a cut was possible and every range decoded: must equal the whole
+        _assert_same(got, whole)
+    assert len(whole.kernels) + len(whole.ranges) == 50
