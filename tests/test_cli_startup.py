@@ -74,6 +74,11 @@ def test_rules_listing_from_cache_equals_registry_and_follows_edits(tmp_path, mo
     assert [r["id"] for r in first] == expected
     assert len(list(cache_dir().glob("rules-*.json"))) == 1
     assert rule_catalogue() == first
+    # a corrupt cache file is ignored and rewritten
+    (cached,) = cache_dir().glob("rules-*.json")
+    cached.write_text("{not json")
+    assert rule_catalogue() == first
+    assert json.loads(cached.read_text()) == first
     # a user rule folder is part of the key: adding a rule file gives a new, longer listing
     user = tmp_path / "myrules"
     user.mkdir()
@@ -90,8 +95,3 @@ def test_rules_listing_from_cache_equals_registry_and_follows_edits(tmp_path, mo
     os.utime(user / "tl900_x.py", ns=(1, 10**18))
     edited = rule_catalogue([str(user)])
     assert next(r for r in edited if r["id"] == "TL900")["summary"] == "Edited planted rule, longer."
-    # a corrupt cache file is ignored and rewritten
-    for p in cache_dir().glob("rules-*.json"):
-        p.write_text("{not json")
-    assert rule_catalogue() == first
-    assert json.loads(next(iter(sorted(cache_dir().glob("rules-*.json")))).read_text())
