@@ -115,7 +115,7 @@ def load_kineto(path, progress: Callable[[str, float], None] | None = None) -> T
     path = Path(path)
     report = progress or (lambda stage, fraction: None)
     report("read", 0.0)
-    tl = _load_in_ranges(path, report)       # large plain JSON: byte ranges, several processes
+    tl = _load_in_ranges(path, report)       # large plain JSON: one byte range at a time
     if tl is not None:
         return tl
     data = _read(path)
