@@ -67,7 +67,7 @@ def test_help_lists_every_command_with_its_own_one_line_help(tmp_path):
 
 def test_rules_listing_from_cache_equals_registry_and_follows_edits(tmp_path, monkeypatch):
     from tracelint.api import available_rules
-    from tracelint.engine.catalogue import cache_dir, rule_catalogue
+    from tracelint.cli.catalogue import cache_dir, rule_catalogue
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     expected = [r.id for r in available_rules()]
     first = rule_catalogue()

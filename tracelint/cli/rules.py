@@ -18,7 +18,7 @@ def rules_cmd(
     """List the rules, or print one rule's documentation."""
     console = Console()
     if rule is None:  # the list comes from the catalogue cache: no rule module is imported
-        from ..engine.catalogue import rule_catalogue
+        from .catalogue import rule_catalogue
         t = Table(title="tracelint rules", title_justify="left")
         columns = ("id", "slug", "severity", "scope", "layers", "summary")
         for col in columns:

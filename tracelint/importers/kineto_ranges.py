@@ -91,13 +91,12 @@ def _raws(path: Path, start: int, end: int) -> tuple[list[msgspec.Raw], bool]:
         raise NotSplittable(str(exc)) from None
 
 
-def decode_in_ranges(path: Path, ranges: list[tuple[int, int]], build, report):
-    """Feed every event to build in the same CHUNK-sized batches as one pass over the whole
+def decode_in_ranges(path: Path, ranges: list[tuple[int, int]], build, dec, chunk: int, report):
+    """Feed every event to build in the same batches (of `chunk` events) as one pass over the whole
     file (a batch may span two ranges), so tables come out in the same row order. Special
     events are decoded batch by batch, so no Raw outlives its range's buffer for long.
+    dec: raw event -> kineto_json's event Struct; chunk: its batch size.
     Returns (specials, first event index of each range, shapes seen)."""
-    from .kineto_json import CHUNK, _event_decoder
-    dec = _event_decoder()
     pending: list = []
     lo, specials, firsts, shapes = 0, [], [], False
     for i, (start, end) in enumerate(ranges):
@@ -107,8 +106,8 @@ def decode_in_ranges(path: Path, ranges: list[tuple[int, int]], build, report):
         pending += raws
         del raws
         last = i == len(ranges) - 1
-        while len(pending) >= CHUNK or (last and pending):
-            part, pending = pending[:CHUNK], pending[CHUNK:]
+        while len(pending) >= chunk or (last and pending):
+            part, pending = pending[:chunk], pending[chunk:]
             try:
                 events = list(map(dec, part))
             except msgspec.DecodeError as exc:   # the whole-buffer path words the error
@@ -122,16 +121,15 @@ def decode_in_ranges(path: Path, ranges: list[tuple[int, int]], build, report):
 
 
 
-def flow_events(path: Path, ranges: list[tuple[int, int]], firsts: list[int], chunks: list[int]):
+def flow_events(path: Path, ranges: list[tuple[int, int]], firsts: list[int], batches: list[int],
+                dec, chunk: int, flow_cats):
     """The flow events of each batch that holds some (re-read only when a correlation is
-    missing): batch lo covers events lo .. lo + CHUNK - 1, in one or two ranges."""
-    from .kineto_json import CHUNK, FLOW_CATS, _event_decoder
-    dec = _event_decoder()
-    for lo in sorted(set(chunks)):
+    missing): batch lo covers events lo .. lo + chunk - 1, in one or two ranges."""
+    for lo in sorted(set(batches)):
         events = []
         for i, (start, end) in enumerate(ranges):
             first, nxt = firsts[i], firsts[i + 1] if i + 1 < len(firsts) else None
-            if (nxt is None or nxt > lo) and first < lo + CHUNK:
+            if (nxt is None or nxt > lo) and first < lo + chunk:
                 raws = _raws(path, start, end)[0]
-                events += raws[max(0, lo - first):lo + CHUNK - first]
-        yield [e for e in map(dec, events) if e.cat in FLOW_CATS]
+                events += raws[max(0, lo - first):lo + chunk - first]
+        yield [e for e in map(dec, events) if e.cat in flow_cats]

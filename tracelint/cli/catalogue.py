@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import __version__
 
-_HERE = Path(__file__).resolve().parent
+_ENGINE = Path(__file__).resolve().parent.parent / "engine"
 _FIELDS = {"id", "slug", "severity", "scope", "layers", "summary"}
 
 
@@ -27,7 +27,7 @@ def _rule_sources(extra_dirs) -> list[Path]:
     folders = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     folders += [Path(d) for d in extra_dirs]
     files = [p for d in folders if d.is_dir() for p in sorted(d.glob("*.py"))]
-    return files + [_HERE / "rule.py", _HERE / "registry.py", _HERE / "finding.py"]
+    return files + [_ENGINE / "rule.py", _ENGINE / "registry.py", _ENGINE / "finding.py"]
 
 
 def _key(extra_dirs) -> str:
@@ -45,7 +45,7 @@ def cache_dir() -> Path:
 
 def _build(extra_dirs) -> list[dict]:
     from ..api import available_rules
-    from .config import Config
+    from ..engine.config import Config
     return [{"id": r.id, "slug": r.slug, "severity": r.severity.value,
              "scope": "job (several ranks)" if r.scope == "job" else "trace",
              "layers": sorted(x.value for x in r.layers), "summary": r.summary()}
