@@ -201,6 +201,8 @@ def _median_or(values: np.ndarray, default: int) -> int:
 def _gpu_offsets(g: pd.DataFrame, launch: np.ndarray, h_start: np.ndarray):
     """Stream predecessors, cross-stream waits and the offsets that reproduce each start."""
     n = len(g)
+    if len(h_start) == 0:              # no host calls: launch is -1 everywhere; index safely
+        h_start = np.zeros(1, dtype=np.int64)
     dev, stream = g["device"].to_numpy(), g["stream"].to_numpy()
     start, end = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
     same = np.r_[False, (dev[1:] == dev[:-1]) & (stream[1:] == stream[:-1])]
