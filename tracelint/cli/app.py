@@ -49,10 +49,18 @@ def _register() -> None:
             importlib.import_module(f"{__package__}.{info.name}")
 
 
+def _line(message) -> str:
+    """An error message as one safe line: scrubbed (a URL's password, a token in a name),
+    control characters removed, bounded (tracelint.secrets.sink / reporters.escape)."""
+    from ..secrets.sink import current_sink
+    return current_sink().message(str(message))
+
+
 def fail(message: str) -> "typer.Exit":
     """Print a one-line error and return the exit-2 exception to raise."""
-    err_console.print(f"[bold red]tracelint: error:[/] {message}", markup=True, highlight=False,
-                      soft_wrap=True)
+    from rich.markup import escape
+    err_console.print(f"[bold red]tracelint: error:[/] {escape(_line(message))}", markup=True,
+                      highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
@@ -61,18 +69,22 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True)
     except TracelintError as exc:
-        err_console.print(f"tracelint: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"tracelint: error: {_line(exc)}", markup=False, highlight=False,
+                          soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("tracelint: interrupted", markup=False)
         sys.exit(130)
+    except RecursionError:
+        err_console.print("tracelint: error: the input nests too deeply to read", markup=False)
+        sys.exit(2)
     except MemoryError:
         err_console.print("tracelint: error: out of memory while reading the trace", markup=False)
         sys.exit(2)
     except Exception as exc:  # a bug in tracelint: one line unless --debug asks for more
         if _debug:
             raise
-        err_console.print(f"tracelint: internal error: {type(exc).__name__}: {exc} "
+        err_console.print(f"tracelint: internal error: {type(exc).__name__}: {_line(exc)} "
                           "(rerun with --debug for the traceback, and please report it)",
                           markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
