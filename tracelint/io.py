@@ -1,28 +1,102 @@
-"""File output helpers: every file tracelint writes is written atomically."""
+"""File input / output helpers.
+
+Output: a regular file (or a new one) is written atomically (temp file + rename: a crash never
+leaves half a report); a device node or a FIFO (`-o /dev/stdout`, `-o /dev/null`, a pipe) is
+written straight into, never replaced; a directory or one of the command's inputs is refused
+with one line. Input: `check_input` refuses what would block or is not a file (FIFOs, sockets,
+devices, directories) before an importer opens it."""
 from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import tempfile
 from pathlib import Path
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write to a temp file in the same folder, then rename: a crash never leaves half a file."""
+    """Write to a temp file in the same folder, then rename: a crash never leaves half a file.
+    Only a regular file (or a new one) is replaced so: a device node or a FIFO is written
+    straight into (renaming over /dev/null would turn it into a file); a directory is refused."""
+    from .errors import TracelintError
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    shown = _shown(path)
     try:
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as fh:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise TracelintError(f"{shown}: is a directory; give the output file name")
+    mode = "wb" if isinstance(data, bytes) else "w"
+    enc = {} if mode == "wb" else {"encoding": "utf-8"}
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(path, mode, **enc) as fh:
+                fh.write(data)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, mode, **enc) as fh:
             fh.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def _shown(path) -> str:
+    from .reporters.escape import terminal_text
+    return terminal_text(str(path), 200)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def check_output(path: str | Path, inputs=()) -> None:
+    """Refuse (one-line TracelintError) an output naming one of the command's inputs."""
+    from .errors import TracelintError
+    for src in inputs:
+        if isinstance(src, (str, Path)) and _same(Path(src), Path(path)):
+            raise TracelintError(f"{_shown(path)}: the output is one of the inputs; give another "
+                                 "file name (tracelint never overwrites a trace)")
+
+
+def write_output(path: str | Path, data: str | bytes, inputs=()) -> None:
+    """A command's output file: never one of its inputs, then `write_atomic`."""
+    check_output(path, inputs)
+    write_atomic(path, data)
+
+
+def check_input(path: str | Path) -> None:
+    """Refuse inputs that would block or are not regular files (one-line TracelintError)."""
+    from .errors import TraceFormatError
+    shown = _shown(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise TraceFormatError(f"{shown}: no such file") from None
+    except OSError as exc:
+        raise TraceFormatError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceFormatError(f"{shown}: is a directory, not a trace file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a FIFO (pipe)" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        raise TraceFormatError(f"{shown}: is {kind}; save the trace to a file first "
+                               "(stdin and pipes are not read)")
 
 
 def readonly_sqlite_uri(path: str | Path) -> str:

@@ -17,10 +17,8 @@ NSYS_REP_MAGICS = (b"QDREP", b"NSYS")
 
 def sniff(path: Path) -> str:
     """Return 'nsys-sqlite', 'kineto-json' or 'nsys-rep' from the file's first bytes."""
-    if not path.exists():
-        raise TraceFormatError(f"{path}: no such file")
-    if path.is_dir():
-        raise TraceFormatError(f"{path}: is a directory, not a trace file")
+    from ..io import check_input
+    check_input(path)              # no such file, directory, FIFO (would block), device
     try:
         with open(path, "rb") as fh:
             head = fh.read(4096)
@@ -47,9 +45,13 @@ def load(path: str | os.PathLike, progress=None) -> Timeline:
     p = Path(path)
     fmt = sniff(p)
     if fmt == "nsys-rep":
-        p = export_nsys_rep(p)
-        fmt = "nsys-sqlite"
-    if fmt == "nsys-sqlite":
+        exported = export_nsys_rep(p)
+        try:
+            from .nsys_sqlite import load_nsys_sqlite
+            tl = load_nsys_sqlite(exported, progress=progress)
+        finally:                   # the export's temporary folder never outlives the load
+            shutil.rmtree(exported.parent, ignore_errors=True)
+    elif fmt == "nsys-sqlite":
         from .nsys_sqlite import load_nsys_sqlite
         tl = load_nsys_sqlite(p, progress=progress)
     else:
@@ -72,5 +74,6 @@ def export_nsys_rep(path: Path) -> Path:
                           "-o", str(out), str(path)], capture_output=True, text=True)
     if res.returncode != 0 or not out.exists():
         msg = (res.stderr or res.stdout).strip().splitlines()
+        shutil.rmtree(out.parent, ignore_errors=True)
         raise TraceFormatError(f"{path}: nsys export failed: {msg[-1] if msg else res.returncode}")
     return out
