@@ -122,3 +122,52 @@ def copy_sqlite(src: str | Path, dst: str | Path) -> sqlite3.Connection:
     finally:
         source.close()
     return out
+
+
+#: Limits on gzip input (a 1 MB file must not become 2 GB in memory). Environment variables
+#: override them: TRACELINT_GZIP_MAX_BYTES (absolute, decompressed) and TRACELINT_GZIP_MAX_RATIO
+#: (decompressed / compressed, checked once the output passes GZIP_RATIO_FROM bytes).
+GZIP_MAX_BYTES = 16 << 30
+GZIP_MAX_RATIO = 200
+GZIP_RATIO_FROM = 64 << 20
+
+
+def _env_limit(name: str, default: int) -> int:
+    try:
+        return max(int(os.environ.get(name, default)), 1)
+    except ValueError:
+        return default
+
+
+def gunzip_capped(data: bytes, path: str | Path) -> bytes:
+    """Stream-decompress gzip `data` (all members) within the limits above; TraceFormatError
+    (one line) when the data is corrupt or expands past a limit."""
+    import zlib
+    from .errors import TraceFormatError
+    max_bytes = _env_limit("TRACELINT_GZIP_MAX_BYTES", GZIP_MAX_BYTES)
+    max_ratio = _env_limit("TRACELINT_GZIP_MAX_RATIO", GZIP_MAX_RATIO)
+    cap = max(min(max_bytes, max(len(data) * max_ratio, GZIP_RATIO_FROM)), 1)
+    out = bytearray()
+    rest = data
+    try:
+        while rest:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            chunk = rest
+            while chunk:
+                out += d.decompress(chunk, 1 << 20)
+                chunk = d.unconsumed_tail
+                if len(out) > cap:
+                    why = (f"more than {max_bytes:,} bytes" if cap == max_bytes else
+                           f"more than {max_ratio}x its compressed size")
+                    raise TraceFormatError(
+                        f"{_shown(path)}: gzip data expands to {why} (a decompression bomb?); "
+                        "raise TRACELINT_GZIP_MAX_BYTES / TRACELINT_GZIP_MAX_RATIO to read it")
+            if not d.eof:
+                raise TraceFormatError(f"{_shown(path)}: truncated gzip data")
+            out += d.flush()
+            rest = d.unused_data.lstrip(b"\x00")
+            if rest and rest[:2] != b"\x1f\x8b":
+                break                         # trailing garbage after a member: ignored, as gzip does
+    except zlib.error as exc:
+        raise TraceFormatError(f"{_shown(path)}: truncated or corrupt gzip data ({exc})") from None
+    return bytes(out)

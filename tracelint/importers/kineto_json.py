@@ -13,9 +13,7 @@ Why it is built this way:
 """
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from collections import Counter, defaultdict
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from operator import attrgetter
@@ -157,10 +155,8 @@ def _read(path: Path) -> bytes:
     except OSError as exc:
         raise _fail(path, f"cannot read: {exc.strerror or exc}") from None
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-            raise _fail(path, f"truncated or corrupt gzip data ({exc})") from None
+        from ..io import gunzip_capped
+        data = gunzip_capped(data, path)          # bounded: ratio and absolute caps
     return data
 
 

@@ -112,7 +112,8 @@ class _Db:
         self._columns: dict[str, set[str]] = {}
         self._notnull: dict[str, set[str]] = {}
         try:
-            rows = self.query("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+            # tables only: a view (possibly an endless recursive one) is never read
+            rows = self.query("SELECT name FROM sqlite_master WHERE type = 'table'")
         except sqlite3.Error as exc:
             self.close()
             raise TraceFormatError(f"{path}: not a readable SQLite database "
