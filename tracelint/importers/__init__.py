@@ -31,6 +31,8 @@ def sniff(path: Path) -> str:
     if head.startswith(GZIP_MAGIC):
         return "kineto-json"   # gzip: only Kineto traces are gzipped among our formats
     stripped = head.lstrip()
+    if stripped.startswith(b"\xef\xbb\xbf"):        # a UTF-8 byte order mark
+        stripped = stripped[3:].lstrip()
     if stripped[:1] in (b"{", b"["):
         return "kineto-json"
     if path.suffix in (".nsys-rep", ".qdrep") or any(m in head[:64] for m in NSYS_REP_MAGICS):
@@ -43,6 +45,16 @@ def sniff(path: Path) -> str:
 def load(path: str | os.PathLike, progress=None) -> Timeline:
     """Load any supported trace into a Timeline. Raises TraceFormatError on bad input."""
     p = Path(path)
+    try:
+        return _load(p, progress)
+    except RecursionError:
+        from ..reporters.escape import terminal_text
+        raise TraceFormatError(f"{terminal_text(str(path), 200)}: nested too deeply to read "
+                               "(JSON nesting beyond Python's recursion limit)") from None
+
+
+def _load(p: Path, progress) -> Timeline:
+    path = p
     fmt = sniff(p)
     if fmt == "nsys-rep":
         exported = export_nsys_rep(p)

@@ -50,7 +50,7 @@ FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "async"}     # CPU launch -> GPU activi
 COUNTER_CATS = {"cuda_profiler_range"}                # CUPTI range-profiler metrics per kernel
 GPU_TABLES = ("kernels", "copies", "memsets")
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP = re.compile(r"^ProfilerStep#(\d{1,15})$")     # longer numbers cannot be an int64 step
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _MEMCPY = re.compile(r"Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
 _PAREN = re.compile(r"\((\w+)\)")
@@ -655,6 +655,7 @@ def _devices(props: Any, tl: Timeline, versions: dict, notes: list[str]) -> list
     listed = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     for i, p in enumerate(listed):
         name, major = p.get("name") or None, p.get("computeMajor")
+        name = name if isinstance(name, str) or name is None else str(name)[:200]   # untrusted
         vendor = _vendor(name, p.get("gcnArchName"))
         if vendor is None and guess:
             vendor = guess
