@@ -20,22 +20,29 @@ JUNK = [None, True, -1, 0, 2**63, -2**80, 1e308, float("inf"), float("nan"), "",
         "\x1b[2J\u202e", [], [1, 2], {}, {"a": [1]}, "ProfilerStep#99999999999999999999", 3.7]
 
 
-def seeds(folder: Path) -> tuple[Path, Path]:
-    """A small synthetic trace in both formats."""
+def planted_trace(folder: Path, names: dict[str, str], device: str) -> tuple[Path, Path]:
+    """A small synthetic trace (Kineto JSON and nsys SQLite) with `names` planted in an
+    annotation, an op and two kernel names; also the fuzzer's seed."""
     from tracelint.synth import TraceBuilder
-    b = TraceBuilder(device_name="NVIDIA H100 80GB HBM3", pid=1000)
-    for i in range(3):
+    b = TraceBuilder(device_name=device, pid=1000)
+    vals = list(names.values())
+    for i in range(4):
         with b.step(i):
-            with b.range("forward"):
-                with b.op("aten::mm"):
-                    b.launch("gemm_kernel", 20_000)
+            with b.range(f"fwd {vals[0]}"):
+                with b.op(f"aten::mm_{vals[1 % len(vals)]}"):
+                    b.launch(f"gemm_kernel_{vals[2 % len(vals)]}", 20_000 + i * 100)
+                    b.launch(f"sgemm {vals[3 % len(vals)]} {vals[4 % len(vals)]}", 5_000)
                 b.copy("H2D", 1 << 16, 5_000)
-            b.sync("cudaStreamSynchronize")
-            b.advance(30_000)
-    j, s = folder / "seed.json", folder / "seed.sqlite"
+            b.sync("cudaDeviceSynchronize")
+            b.advance(50_000)
+    j, s = folder / "planted.json", folder / "planted.sqlite"
     b.write_kineto(j)
     b.write_nsys_sqlite(s)
     return j, s
+
+
+def seeds(folder: Path) -> tuple[Path, Path]:
+    return planted_trace(folder, {"a": "x"}, "NVIDIA H100 80GB HBM3")
 
 
 def _digest(p: Path) -> str:

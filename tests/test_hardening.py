@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tracelint.synth import TraceBuilder
+sys.path.insert(0, str(Path(__file__).parent))
+from fuzz_lib import planted_trace as _planted  # noqa: E402
 
 SECRETS = {
     "github": "ghp_" + "Zq8Xw2Lk5Np3Rt7Vb9Mc4Hd6Jf1Gs0Ay2Eu8",
@@ -43,24 +44,6 @@ def _cli(*args, cwd: Path, stdin=None, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tracelint", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=300, stdin=stdin,
                           env={**os.environ, **(env or {})})
-
-
-def _planted(folder: Path, names: dict[str, str], device: str) -> tuple[Path, Path]:
-    """A synthetic trace (Kineto JSON and nsys SQLite) with the names planted."""
-    b = TraceBuilder(device_name=device, pid=1000)
-    vals = list(names.values())
-    for i in range(4):
-        with b.step(i):
-            with b.range(f"fwd {vals[0]}"):
-                with b.op(f"aten::mm_{vals[1 % len(vals)]}"):
-                    b.launch(f"gemm_kernel_{vals[2 % len(vals)]}", 20_000 + i * 100)
-                    b.launch(f"sgemm {vals[3 % len(vals)]} {vals[4 % len(vals)]}", 5_000)
-            b.sync("cudaDeviceSynchronize")
-            b.advance(50_000)
-    j, s = folder / "planted.json", folder / "planted.sqlite"
-    b.write_kineto(j)
-    b.write_nsys_sqlite(s)
-    return j, s
 
 
 def _commands(trace: Path, base: Path) -> list[list[str]]:
