@@ -603,7 +603,11 @@ def _devices(db: _Db, tl: Timeline, meta: Meta) -> list[Device]:
             continue
         sel = ", ".join(f'"{c}"' if c else "NULL" for c in picks.values())
         for row in db.query(f'SELECT {sel} FROM "{table}" WHERE "{picks["id"]}" IS NOT NULL'):
-            rec = found.setdefault(int(row[0]), {})
+            gid = _num(row[0], int)
+            if gid is None:                 # a text / non-finite GPU id: not a device row
+                meta.notes.append(f"{table}: a GPU id that is not a number was skipped")
+                continue
+            rec = found.setdefault(gid, {})
             rec.update({k: v for k, v in zip(picks, row) if v is not None and rec.get(k) is None})
     if not found:
         ids = [i for i in tl.devices_in_use() if i >= 0]
@@ -611,7 +615,7 @@ def _devices(db: _Db, tl: Timeline, meta: Meta) -> list[Device]:
             meta.notes.append("no TARGET_INFO_GPU table: devices inferred from activity "
                               "deviceIds, model unknown")
         return [Device(id=i, vendor="nvidia") for i in ids]
-    return [Device(id=i, name=r.get("name"), vendor="nvidia",
+    return [Device(id=i, name=_text(r["name"]) if r.get("name") is not None else None, vendor="nvidia",
                    sm_count=_num(r.get("sm_count"), int),
                    memory_bytes=_num(r.get("memory_bytes"), int),
                    memory_bandwidth_bps=_num(r.get("memory_bandwidth_bps"), float),
@@ -626,7 +630,7 @@ def _devices(db: _Db, tl: Timeline, meta: Meta) -> list[Device]:
 def _num(value, kind):
     try:
         return kind(value) if value not in (None, "") else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
