@@ -47,8 +47,10 @@ def gate(
     policy = policy_from(floor, confidence, opts)
     patterns = list(bucket) if bucket else list(opts.get("buckets", []))
     profiles = load_profiles(traces, patterns, not no_findings, progress=fmt is GateFormat.terminal)
-    res = run_gate(doc, profiles, policy=policy, fail_on_findings=fail_on_new_findings)
-    res = sink(traces).model(res)                       # scrub before formatting
+    sk = sink(traces)
+    # the saved baseline holds scrubbed names: compare like with like, then scrub the result
+    profiles = [sk.model(p) for p in profiles]
+    res = sk.model(run_gate(doc, profiles, policy=policy, fail_on_findings=fail_on_new_findings))
     ins = [*traces, baseline]
     if fmt is GateFormat.json:
         from ..analysis.stats import clean_json
