@@ -169,7 +169,7 @@ def run(folder: Path, n: int, seed: int = 0) -> dict[str, dict[str, int]]:
     """n cases per loader; returns outcome counts. Raises AssertionError on a broken contract."""
     from tracelint.engine.baseline import read_baseline
     from tracelint.engine.config import load_config
-    from tracelint.engine.registry import builtin_rules
+    from tracelint.rules import builtin_rules
     from tracelint.importers import load
     folder.mkdir(parents=True, exist_ok=True)
     j, s = seeds(folder)

@@ -169,7 +169,7 @@ def test_fifo_input_refused(tmp_path):
 ])
 def test_config_typed_validation(tmp_path, body, words):
     from tracelint.engine.config import load_config
-    from tracelint.engine.registry import builtin_rules
+    from tracelint.rules import builtin_rules
     from tracelint.errors import ConfigError
     cfg = tmp_path / "pyproject.toml"
     cfg.write_text(f"[tool.tracelint]\n{body}\n")
