@@ -85,6 +85,9 @@ def check_input(path: str | Path) -> None:
     """Refuse inputs that would block or are not regular files (one-line TracelintError)."""
     from .errors import TraceFormatError
     shown = _shown(path)
+    if str(path) == "-":
+        raise TraceFormatError("-: reading a trace from stdin is not supported; save it to a "
+                               "file first")
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -66,6 +66,11 @@ def _load(p: Path, progress) -> Timeline:
     elif fmt == "nsys-sqlite":
         from .nsys_sqlite import load_nsys_sqlite
         tl = load_nsys_sqlite(p, progress=progress)
+        wal = Path(f"{p}-wal")
+        if wal.is_file() and wal.stat().st_size > 0:     # read immutable: the WAL is not seen
+            tl.meta.notes.append(f"{wal.name} beside the export holds changes not yet written "
+                                 "into it, which are not read; checkpoint it first "
+                                 "(sqlite3 FILE 'PRAGMA wal_checkpoint')")
     else:
         from .kineto_json import load_kineto
         tl = load_kineto(p, progress=progress)
