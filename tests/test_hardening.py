@@ -287,3 +287,14 @@ def test_nsys_rep_export_leaves_no_temp_folder(tmp_path, monkeypatch):
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+
+
+def test_redact_refuses_secrets_it_cannot_rewrite(tmp_path):
+    """A token stored as a BLOB or as text in an INTEGER column is not called clean."""
+    s = _nsys_copy(tmp_path, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = '{SECRETS['hf']}' "
+                             "WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    for cmd in (["redact", "--check", s], ["redact", s, "-o", tmp_path / "out.sqlite"]):
+        r = _cli(*cmd, cwd=tmp_path)
+        assert r.returncode == 2 and "CUPTI_ACTIVITY_KIND_KERNEL.gridX" in r.stderr, r.stderr
+        assert SECRETS["hf"] not in r.stderr + r.stdout
+    assert not (tmp_path / "out.sqlite").exists()

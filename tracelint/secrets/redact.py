@@ -79,8 +79,20 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return False
 
 
+def refuse_odd_cells(src: str | Path) -> None:
+    """One line naming where secrets sit that redact cannot rewrite (see odd_cells)."""
+    from .odd_cells import odd_cell_hits
+    hits = odd_cell_hits(src)
+    if hits:
+        raise TracelintError(f"{src}: secret(s) stored where redact does not rewrite "
+                             f"({', '.join(hits[:3])}{', ...' if len(hits) > 3 else ''}); "
+                             "remove them with sqlite3 first")
+
+
 def check_file(src: str | Path, paths: bool = False) -> ScanResult:
-    """What redact_file would replace: secrets, plus personal data with paths=True."""
+    """What redact_file would replace: secrets, plus personal data with paths=True.
+    Raises TracelintError for secrets in storage redact does not rewrite (BLOBs, ...)."""
+    refuse_odd_cells(src)
     res = scan_file(src)
     if paths:
         return res
@@ -98,6 +110,7 @@ def redact_file(src: str | Path, dst: str | Path, paths: bool = False) -> Redact
     if dst.is_dir():
         raise TracelintError(f"{dst}: is a directory; give the output file name")
     fmt = detect_format(src)
+    refuse_odd_cells(src)
     names = scan_file(src).names() if paths else None
     if fmt == "nsys-sqlite":
         return _redact_sqlite(src, dst, paths, names)
