@@ -174,3 +174,43 @@ def gunzip_capped(data: bytes, path: str | Path) -> bytes:
     except zlib.error as exc:
         raise TraceFormatError(f"{_shown(path)}: truncated or corrupt gzip data ({exc})") from None
     return bytes(out)
+
+
+#: Largest download of one URL trace (TRACELINT_URL_MAX_BYTES overrides).
+URL_MAX_BYTES = 16 << 30
+
+
+def copy_capped(src, dst, name: str) -> None:
+    """Copy a stream within URL_MAX_BYTES; one-line TracelintError past it."""
+    from .errors import TracelintError
+    cap = _env_limit("TRACELINT_URL_MAX_BYTES", URL_MAX_BYTES)
+    done = 0
+    while chunk := src.read(8 << 20):
+        done += len(chunk)
+        if done > cap:
+            raise TracelintError(f"{_shown(name)}: larger than {cap:,} bytes; raise "
+                                 "TRACELINT_URL_MAX_BYTES to read it")
+        dst.write(chunk)
+
+
+class url_errors:
+    """Turn what fsspec raises for a URL (missing client library, unknown protocol, refused
+    connection, missing member) into one TracelintError line; the secret sink scrubs any
+    password the URL holds before it is printed."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        from .errors import TracelintError
+        if exc is None or isinstance(exc, (TracelintError, KeyboardInterrupt, MemoryError)):
+            return False
+        if isinstance(exc, Exception):
+            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+            if isinstance(exc, ImportError):
+                why = f"the client for this URL is not installed ({why})"
+            raise TracelintError(f"{_shown(self.url)}: cannot read: {why}") from None
+        return False
