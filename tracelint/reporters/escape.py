@@ -78,9 +78,10 @@ def md_safe(text: Any, limit: int | None = None) -> str:
     control characters removed (newlines kept), no raw HTML or comments, no remote images,
     no `@mention`. For human-written text that may come from a checked-out repository."""
     lines = [clean(ln, limit) for ln in str(text).splitlines()]
-    s = "\n".join(lines)
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("![", "!\\[").replace("@", "@\u200b")
+    parts = "\n".join(lines).split("`")
+    for i in range(0, len(parts), 2):        # outside code spans (inside, HTML is inert)
+        parts[i] = parts[i].replace("<", "&lt;").replace("![", "!\\[").replace("@", "@\u200b")
+    return "`".join(parts)
 
 
 def has_control(text: str) -> bool:
