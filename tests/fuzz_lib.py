@@ -7,6 +7,7 @@ exception; the input file is never modified. Memory is bounded by the small seed
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import random
@@ -66,7 +67,7 @@ def check_load(path: Path, loader) -> str:
 def _mutate_value(rng: random.Random, v):
     r = rng.random()
     if r < 0.5:
-        return rng.choice(JUNK)
+        return copy.deepcopy(rng.choice(JUNK))
     if isinstance(v, str) and r < 0.7:
         return v + rng.choice(["\x00", "\udcff"[:0] + "\ufeff", "\u2028", "é" * 3, "]"])
     if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -102,7 +103,7 @@ def mutate_kineto(seed: bytes, rng: random.Random) -> bytes:
             k = rng.choice(["deviceProperties", "distributedInfo", "traceEvents", "schemaVersion"])
             doc[k] = _mutate_value(rng, doc.get(k))
         elif events:
-                events.insert(rng.randrange(len(events)), rng.choice(JUNK))
+                events.insert(rng.randrange(len(events)), copy.deepcopy(rng.choice(JUNK)))
     return json.dumps(doc, allow_nan=True).encode()
 
 
@@ -155,14 +156,42 @@ def random_baseline(rng: random.Random) -> str:
     for _ in range(rng.randint(1, 3)):
         where = rng.choice(["top", "finding", "list"])
         if where == "top":
-            doc[rng.choice(["version", "findings", "x"])] = rng.choice(JUNK)
+            doc[rng.choice(["version", "findings", "x"])] = copy.deepcopy(rng.choice(JUNK))
         elif where == "finding" and isinstance(doc.get("findings"), list) and doc["findings"]:
             f = doc["findings"][0]
             if isinstance(f, dict):
-                f[rng.choice(["fingerprint", "rule", "key"])] = rng.choice(JUNK)
+                f[rng.choice(["fingerprint", "rule", "key"])] = copy.deepcopy(rng.choice(JUNK))
         elif isinstance(doc.get("findings"), list):
-            doc["findings"].append(rng.choice(JUNK))
+            doc["findings"].append(copy.deepcopy(rng.choice(JUNK)))
     return json.dumps(doc, allow_nan=True)
+
+
+def mutate_doc(doc, rng: random.Random, times: int = 3):
+    """A JSON document with `times` random nodes (any depth) replaced by junk values."""
+    doc = json.loads(json.dumps(doc))
+    for _ in range(times):
+        node, key = doc, None
+        for _ in range(rng.randint(1, 5)):
+            kids = list(node.items()) if isinstance(node, dict) else list(enumerate(node)) \
+                if isinstance(node, list) else []
+            if not kids:
+                break
+            k, v = rng.choice(kids)
+            if not isinstance(v, (dict, list)) or rng.random() < 0.3:
+                node, key = node, k
+                break
+            node, key = v, None
+        if key is not None:
+            node[key] = copy.deepcopy(rng.choice(JUNK))
+    return doc
+
+
+def perf_baseline_seed(trace: Path) -> dict:
+    """A real performance baseline (`tracelint baseline save`) of the seed trace."""
+    from tracelint.analysis.buckets import profile
+    from tracelint.analysis.perf_baseline import make_baseline
+    from tracelint.importers import load
+    return json.loads(json.dumps(make_baseline([profile(load(trace))]), default=str))
 
 
 def run(folder: Path, n: int, seed: int = 0) -> dict[str, dict[str, int]]:
@@ -176,6 +205,8 @@ def run(folder: Path, n: int, seed: int = 0) -> dict[str, dict[str, int]]:
     rng = random.Random(seed)
     counts: dict[str, dict[str, int]] = {}
     rules = builtin_rules()
+    from tracelint.analysis.perf_baseline import read_metrics_baseline
+    perf = perf_baseline_seed(j)
 
     def config_loader(p):
         load_config(str(p)).validate(rules)
@@ -199,4 +230,7 @@ def run(folder: Path, n: int, seed: int = 0) -> dict[str, dict[str, int]]:
         b = folder / f"b{i % 4}.json"
         b.write_text(random_baseline(rng))
         tally("baseline", check_load(b, read_baseline))
+        pb = folder / f"p{i % 4}.json"
+        pb.write_text(json.dumps(mutate_doc(perf, rng, rng.randint(1, 4)), allow_nan=True))
+        tally("perf-baseline", check_load(pb, read_metrics_baseline))
     return counts
