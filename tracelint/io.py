@@ -1,28 +1,105 @@
-"""File output helpers: every file tracelint writes is written atomically."""
+"""File input / output helpers.
+
+Output: a regular file (or a new one) is written atomically (temp file + rename: a crash never
+leaves half a report); a device node or a FIFO (`-o /dev/stdout`, `-o /dev/null`, a pipe) is
+written straight into, never replaced; a directory or one of the command's inputs is refused
+with one line. Input: `check_input` refuses what would block or is not a file (FIFOs, sockets,
+devices, directories) before an importer opens it."""
 from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import tempfile
 from pathlib import Path
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write to a temp file in the same folder, then rename: a crash never leaves half a file."""
+    """Write to a temp file in the same folder, then rename: a crash never leaves half a file.
+    Only a regular file (or a new one) is replaced so: a device node or a FIFO is written
+    straight into (renaming over /dev/null would turn it into a file); a directory is refused."""
+    from .errors import TracelintError
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    shown = _shown(path)
     try:
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as fh:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise TracelintError(f"{shown}: is a directory; give the output file name")
+    mode = "wb" if isinstance(data, bytes) else "w"
+    enc = {} if mode == "wb" else {"encoding": "utf-8"}
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(path, mode, **enc) as fh:
+                fh.write(data)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, mode, **enc) as fh:
             fh.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def _shown(path) -> str:
+    from .reporters.escape import terminal_text
+    return terminal_text(str(path), 200)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def check_output(path: str | Path, inputs=()) -> None:
+    """Refuse (one-line TracelintError) an output naming one of the command's inputs."""
+    from .errors import TracelintError
+    for src in inputs:
+        if isinstance(src, (str, Path)) and _same(Path(src), Path(path)):
+            raise TracelintError(f"{_shown(path)}: the output is one of the inputs; give another "
+                                 "file name (tracelint never overwrites a trace)")
+
+
+def write_output(path: str | Path, data: str | bytes, inputs=()) -> None:
+    """A command's output file: never one of its inputs, then `write_atomic`."""
+    check_output(path, inputs)
+    write_atomic(path, data)
+
+
+def check_input(path: str | Path) -> None:
+    """Refuse inputs that would block or are not regular files (one-line TracelintError)."""
+    from .errors import TraceFormatError
+    shown = _shown(path)
+    if str(path) == "-":
+        raise TraceFormatError("-: reading a trace from stdin is not supported; save it to a "
+                               "file first")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise TraceFormatError(f"{shown}: no such file") from None
+    except OSError as exc:
+        raise TraceFormatError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceFormatError(f"{shown}: is a directory, not a trace file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a FIFO (pipe)" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        raise TraceFormatError(f"{shown}: is {kind}; save the trace to a file first "
+                               "(stdin and pipes are not read)")
 
 
 def readonly_sqlite_uri(path: str | Path) -> str:
@@ -48,3 +125,92 @@ def copy_sqlite(src: str | Path, dst: str | Path) -> sqlite3.Connection:
     finally:
         source.close()
     return out
+
+
+#: Limits on gzip input (a 1 MB file must not become 2 GB in memory). Environment variables
+#: override them: TRACELINT_GZIP_MAX_BYTES (absolute, decompressed) and TRACELINT_GZIP_MAX_RATIO
+#: (decompressed / compressed, checked once the output passes GZIP_RATIO_FROM bytes).
+GZIP_MAX_BYTES = 16 << 30
+GZIP_MAX_RATIO = 200
+GZIP_RATIO_FROM = 64 << 20
+
+
+def _env_limit(name: str, default: int) -> int:
+    try:
+        return max(int(os.environ.get(name, default)), 1)
+    except ValueError:
+        return default
+
+
+def gunzip_capped(data: bytes, path: str | Path) -> bytes:
+    """Stream-decompress gzip `data` (all members) within the limits above; TraceFormatError
+    (one line) when the data is corrupt or expands past a limit."""
+    import zlib
+    from .errors import TraceFormatError
+    max_bytes = _env_limit("TRACELINT_GZIP_MAX_BYTES", GZIP_MAX_BYTES)
+    max_ratio = _env_limit("TRACELINT_GZIP_MAX_RATIO", GZIP_MAX_RATIO)
+    cap = max(min(max_bytes, max(len(data) * max_ratio, GZIP_RATIO_FROM)), 1)
+    out = bytearray()
+    rest = data
+    try:
+        while rest:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            chunk = rest
+            while chunk:
+                out += d.decompress(chunk, 1 << 20)
+                chunk = d.unconsumed_tail
+                if len(out) > cap:
+                    why = (f"more than {max_bytes:,} bytes" if cap == max_bytes else
+                           f"more than {max_ratio}x its compressed size")
+                    raise TraceFormatError(
+                        f"{_shown(path)}: gzip data expands to {why} (a decompression bomb?); "
+                        "raise TRACELINT_GZIP_MAX_BYTES / TRACELINT_GZIP_MAX_RATIO to read it")
+            if not d.eof:
+                raise TraceFormatError(f"{_shown(path)}: truncated gzip data")
+            out += d.flush()
+            rest = d.unused_data.lstrip(b"\x00")
+            if rest and rest[:2] != b"\x1f\x8b":
+                break                         # trailing garbage after a member: ignored, as gzip does
+    except zlib.error as exc:
+        raise TraceFormatError(f"{_shown(path)}: truncated or corrupt gzip data ({exc})") from None
+    return bytes(out)
+
+
+#: Largest download of one URL trace (TRACELINT_URL_MAX_BYTES overrides).
+URL_MAX_BYTES = 16 << 30
+
+
+def copy_capped(src, dst, name: str) -> None:
+    """Copy a stream within URL_MAX_BYTES; one-line TracelintError past it."""
+    from .errors import TracelintError
+    cap = _env_limit("TRACELINT_URL_MAX_BYTES", URL_MAX_BYTES)
+    done = 0
+    while chunk := src.read(8 << 20):
+        done += len(chunk)
+        if done > cap:
+            raise TracelintError(f"{_shown(name)}: larger than {cap:,} bytes; raise "
+                                 "TRACELINT_URL_MAX_BYTES to read it")
+        dst.write(chunk)
+
+
+class url_errors:
+    """Turn what fsspec raises for a URL (missing client library, unknown protocol, refused
+    connection, missing member) into one TracelintError line; the secret sink scrubs any
+    password the URL holds before it is printed."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        from .errors import TracelintError
+        if exc is None or isinstance(exc, (TracelintError, KeyboardInterrupt, MemoryError)):
+            return False
+        if isinstance(exc, Exception):
+            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+            if isinstance(exc, ImportError):
+                why = f"the client for this URL is not installed ({why})"
+            raise TracelintError(f"{_shown(self.url)}: cannot read: {why}") from None
+        return False

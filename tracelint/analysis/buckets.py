@@ -393,16 +393,20 @@ def _kernels(tl: Timeline) -> dict[str, KernelGroup]:
         cat = pd.Categorical(cat)
     exact = np.array([exact_kernel_name(c) for c in cat.categories] + ["?"], dtype=object)
     codes = np.asarray(cat.codes)
-    names = exact[np.where(codes >= 0, codes, len(exact) - 1)]
+    # sort integer codes, not a fixed-width unicode array (kernels x longest name x 4 bytes)
+    uniq = sorted({str(x) for x in exact})
+    rank = {n: i for i, n in enumerate(uniq)}
+    cat_rank = np.array([rank[str(x)] for x in exact], dtype=np.int64)
+    row = cat_rank[np.where(codes >= 0, codes, len(exact) - 1)]
     dur = (k["end"].to_numpy() - k["start"].to_numpy()).astype(np.int64)
     cls = np.asarray(tl.kernel_class, dtype=object)
-    order = np.argsort(names.astype(str), kind="stable")
-    sn = names[order]
-    bounds = np.flatnonzero(np.r_[True, sn[1:] != sn[:-1]]) if len(sn) else np.zeros(0, int)
+    order = np.argsort(row, kind="stable")
+    sc = row[order]
+    bounds = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]]) if len(sc) else np.zeros(0, int)
     out = {}
-    for lo, hi in zip(bounds, np.r_[bounds[1:], len(sn)]):
+    for lo, hi in zip(bounds, np.r_[bounds[1:], len(sc)]):
         idx = order[lo:hi]
-        n = str(sn[lo])
+        n = uniq[sc[lo]]
         out[n] = KernelGroup(name=n, key=normalise_kernel_name(n), cls=str(cls[idx[0]]),
                              durations=np.sort(dur[idx]))
     return out

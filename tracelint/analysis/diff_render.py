@@ -9,6 +9,7 @@ from .diff import DiffResult
 from .fmt import fmt_change, fmt_interval, fmt_ns, md_cell  # noqa: F401  (re-exported)
 from .stats import Comparison
 from .waterfall import waterfall_lines
+from ..reporters.escape import clean
 
 
 
@@ -97,8 +98,8 @@ def render_terminal(r: DiffResult, console) -> None:
     from rich.text import Text
     colour = {"slower": "red", "faster": "green", "appeared": "yellow", "disappeared": "cyan",
               "more": "red", "fewer": "green", "gained": "red", "lost": "green", "uncertain": "yellow"}
-    console.print(Text(f"A: {', '.join(r.a_sources)}", style="bold"))
-    console.print(Text(f"B: {', '.join(r.b_sources)}", style="bold"))
+    console.print(Text(clean(f"A: {', '.join(r.a_sources)}"), style="bold"))
+    console.print(Text(clean(f"B: {', '.join(r.b_sources)}"), style="bold"))
     v = r.verdict
     console.print(Text(f"verdict: {v}", style=f"bold {colour.get(v, 'white')}"))
     console.print(Text(_gate_text(r), style="dim"))
@@ -109,16 +110,16 @@ def render_terminal(r: DiffResult, console) -> None:
         for h in header:
             t.add_column(Text(h), overflow="fold")
         for row in rows:
-            t.add_row(*[Text(str(c)) for c in row[:-1]],
+            t.add_row(*[Text(clean(c)) for c in row[:-1]],
                       Text(row[-1], style=colour.get(row[-1], "")))
         if rows:
             console.print(t)
         else:
             console.print(Text(title, style="bold"))
         if foot:
-            console.print(Text(f"  {foot}", style="dim"))
+            console.print(Text(clean(f"  {foot}"), style="dim"))
     for n in r.notes:
-        console.print(Text(f"note: {n}", style="dim"))
+        console.print(Text(clean(f"note: {n}"), style="dim"))
 
 
 def render_markdown(r: DiffResult) -> str:

@@ -44,9 +44,9 @@ def fmt_interval(c: Comparison | None) -> str:
     return f"[{c.low:+.1%}, {c.high:+.1%}]"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>])")   # cells never start a line: # and ! are inert
 
 
 def md_cell(s) -> str:
     """Markdown-safe text (names from traces): specials escaped, no line breaks."""
-    return _MD_SPECIAL.sub(r"\\\1", str(s)).replace("\r", " ").replace("\n", " ")
+    from ..reporters.escape import md_escape      # the one escaping path (HTML, mentions, controls)
+    return md_escape(s)

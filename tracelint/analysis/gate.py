@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from .buckets import TraceProfile
 from .perf_baseline import comparability, fingerprint, key_metrics
 from .stats import FORMULA, Comparison, GatePolicy, compare
+from ..reporters.escape import clean
 
 #: Below this share of the baseline's metrics present in the current runs: not comparable.
 MIN_COVERAGE = 0.5
@@ -239,21 +240,21 @@ def render_gate_terminal(res: GateResult, console) -> None:
     from rich.table import Table
     from rich.text import Text
     for line in _header(res):
-        console.print(Text(line, style="dim"))
+        console.print(Text(clean(line), style="dim"))
     t = Table(title="Gate", title_justify="left")
     for h in HEADER:
         t.add_column(h, overflow="fold")
     for row in _rows(res):
         style = {"REGRESSION": "bold red", "improved": "green", "uncertain": "yellow"}.get(row[-1], "")
-        t.add_row(*[Text(str(c)) for c in row[:-1]], Text(row[-1], style=style))
+        t.add_row(*[Text(clean(c)) for c in row[:-1]], Text(row[-1], style=style))
     console.print(t)
     for line in _tail(res):
-        console.print(Text(line, style="yellow" if line.startswith(("new", "warning", "missing"))
+        console.print(Text(clean(line), style="yellow" if line.startswith(("new", "warning", "missing"))
                            else "dim"))
     colour = {"passed": "bold green", "failed": "bold red"}.get(res.status, "bold yellow")
     console.print(Text(res.status.upper() if res.failed else "passed", style=colour))
     for r in res.reasons():
-        console.print(Text(f"  {r}", style=colour))
+        console.print(Text(clean(f"  {r}"), style=colour))
 
 
 def render_gate_markdown(res: GateResult) -> str:

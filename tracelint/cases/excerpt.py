@@ -146,10 +146,8 @@ class _Ev(msgspec.Struct, gc=False):
 def _read_json_bytes(path: Path) -> bytes:
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(f"{path}: corrupt gzip: {exc}") from None
+        from ..io import gunzip_capped
+        return gunzip_capped(raw, path)
     return raw
 
 

@@ -6,17 +6,18 @@ from pathlib import Path
 from typing import Iterable
 
 from ..io import write_atomic
+from ..reporters.escape import md_code, md_safe
 from .excerpt import SIZE_LIMIT_BYTES
 from .model import Case
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return md_safe(" ".join(str(text).split()).replace("|", "\\|"))
 
 
 def _para(text: str) -> str:
     """Each line of the YAML text its own paragraph (Markdown would join single newlines)."""
-    return "\n\n".join(ln.strip() for ln in str(text).strip().splitlines() if ln.strip())
+    return md_safe("\n\n".join(ln.strip() for ln in str(text).strip().splitlines() if ln.strip()))
 
 
 def _num(v: float | None) -> str:
@@ -40,15 +41,15 @@ def render_case(case: Case, rule_names: dict[str, str] | None = None, excerpt_by
     names = rule_names if rule_names is not None else _rule_titles()
     rules = ", ".join(f"`{names.get(r, r)}`" for r in case.rules)
     tags = " · ".join(f"{k}: {_cell(v)}" for k, v in case.tags.items())
-    out = [f"# {case.title}", "",
+    out = [f"# {_cell(case.title)}", "",
            f"`{case.id}` · judged by {rules} · **{case.label}**", "", f"*{tags}*", "",
            "## Symptom", "", _para(case.symptom), "",
            "## Key metrics", "",
            "| metric | value | before | unit | source | note |",
            "|---|---:|---:|---|---|---|"]
     for m in case.key_metrics:
-        out.append(f"| `{_cell(m.name)}` | {_num(m.value)} | {_num(m.baseline)} | {_cell(m.unit)} | "
-                   f"{m.source} | {_cell(m.note)} |")
+        out.append(f"| {md_code(m.name)} | {_num(m.value)} | {_num(m.baseline)} | {_cell(m.unit)} | "
+                   f"{_cell(m.source)} | {_cell(m.note)} |")
     rb = case.rollback
     out += ["", "## Trace observation", "", _para(case.observation), "",
             "## Judgement", "", f"Rules: {rules}.", "", _para(case.judgement), "",

@@ -6,12 +6,16 @@ from typing import Any
 
 import yaml
 
+from ..reporters.escape import has_control
+
 
 class _Dumper(yaml.SafeDumper):
     """Block style for multi-line text, flow style for short lists of scalars."""
 
 
 def _str_rep(dumper: yaml.SafeDumper, s: str):
+    if has_control(s):                   # double quotes: the only style that escapes them
+        return dumper.represent_scalar("tag:yaml.org,2002:str", s, style='"')
     if "\n" in s:
         return dumper.represent_scalar("tag:yaml.org,2002:str", s if s.endswith("\n") else s + "\n",
                                        style="|")
@@ -28,5 +32,9 @@ _Dumper.add_representer(list, _list_rep)
 
 
 def dump_yaml(data: dict[str, Any]) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=96,
+    text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=96,
                      default_flow_style=False)
+    if has_control(text):     # bidi / control characters: never raw in a file people review
+        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=False, width=96,
+                         default_flow_style=False)
+    return text

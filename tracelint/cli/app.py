@@ -136,10 +136,18 @@ def _register() -> None:
         importlib.import_module(f"{__package__}.{entry.module}")
 
 
+def _line(message) -> str:
+    """An error message as one safe line: scrubbed (a URL's password, a token in a name),
+    control characters removed, bounded (tracelint.secrets.sink / reporters.escape)."""
+    from ..secrets.sink import current_sink
+    return current_sink().message(str(message))
+
+
 def fail(message: str) -> "typer.Exit":
     """Print a one-line error and return the exit-2 exception to raise."""
-    _err_console().print(f"[bold red]tracelint: error:[/] {message}", markup=True, highlight=False,
-                         soft_wrap=True)
+    from rich.markup import escape
+    _err_console().print(f"[bold red]tracelint: error:[/] {escape(_line(message))}", markup=True,
+                      highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
@@ -147,18 +155,22 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True)
     except TracelintError as exc:
-        _err_console().print(f"tracelint: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        _err_console().print(f"tracelint: error: {_line(exc)}", markup=False, highlight=False,
+                          soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         _err_console().print("tracelint: interrupted", markup=False)
         sys.exit(130)
+    except RecursionError:
+        _err_console().print("tracelint: error: the input nests too deeply to read", markup=False)
+        sys.exit(2)
     except MemoryError:
         _err_console().print("tracelint: error: out of memory while reading the trace", markup=False)
         sys.exit(2)
     except Exception as exc:  # a bug in tracelint: one line unless --debug asks for more
         if _debug:
             raise
-        _err_console().print(f"tracelint: internal error: {type(exc).__name__}: {exc} "
-                             "(rerun with --debug for the traceback, and please report it)",
-                             markup=False, highlight=False, soft_wrap=True)
+        _err_console().print(f"tracelint: internal error: {type(exc).__name__}: {_line(exc)} "
+                          "(rerun with --debug for the traceback, and please report it)",
+                          markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)

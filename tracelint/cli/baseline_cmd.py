@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .app import app, fail
-from .common import stderr
+from .common import note, sink, stderr
 from .diff import BucketOpt, ConfidenceOpt, FloorOpt, load_profiles, policy_from
 
 baseline_app = typer.Typer(name="baseline", no_args_is_help=True,
@@ -34,11 +34,14 @@ def save(
     policy = policy_from(floor, confidence)
     patterns = list(bucket or [])
     profiles = load_profiles(traces, patterns, not no_findings, progress=True)
-    doc = make_baseline(profiles, patterns=patterns, policy=policy, max_buckets=max_buckets)
+    doc = sink(traces).model(make_baseline(profiles, patterns=patterns, policy=policy,
+                                           max_buckets=max_buckets))   # a file meant to be committed
+    from ..io import check_output
+    check_output(output, traces)
     save_baseline(output, doc)
     git = (doc.get("git") or {}).get("commit")
-    stderr.print(f"baseline: {len(doc['metrics'])} metric(s), {len(doc['findings'])} finding "
-                 f"identities from {len(traces)} run(s)"
+    note(f"baseline: {len(doc['metrics'])} metric(s), {len(doc['findings'])} finding "
+         f"identities from {len(traces)} run(s)"
                  + (f" at commit {git[:12]}" if git else "") + f" -> {output}")
     if len(traces) == 1:
         stderr.print("note: one run: the gate judges noise from the spread of iterations within "

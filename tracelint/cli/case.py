@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import TracelintError
+from ..reporters.escape import rich_text
 from .app import app, fail
 
 case_app = typer.Typer(name="case", no_args_is_help=True, add_completion=False,
@@ -206,7 +207,7 @@ def list_cases(
             hw = c.tags.get("hardware", "")
             row = [c.id, ",".join(c.rules), gpu_family(hw) or hw, c.title, c.tags.get("workload", ""),
                    c.label]
-            table.add_row(*(row + ([str(lib)] if len(libs) > 1 else [])))
+            table.add_row(*(rich_text(x) for x in row + ([str(lib)] if len(libs) > 1 else [])))
             n += 1
     out = Console(highlight=False)
     if not out.is_terminal:              # piped: do not fold ids and titles at 80 columns

@@ -1,7 +1,6 @@
 """Pieces shared by commands: loading with a progress bar, error wrapping, output writing."""
 from __future__ import annotations
 
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -9,7 +8,6 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import TracelintError
-from ..io import write_atomic
 from ..reporters.fmt import fmt_ns  # noqa: F401  (re-exported for commands)
 
 stderr = Console(stderr=True, highlight=False)
@@ -36,19 +34,33 @@ def load_trace(path: str, progress: bool = True):
         return load(path, progress=cb)
 
 
-def emit(text: str, output: str | None, scrub: bool = False, markup: bool = False) -> None:
-    """Write to a file atomically, or to stdout. scrub=True replaces secret-looking values
-    (for outputs rendered from trace names that were not scrubbed before rendering); markup=True
-    for HTML/Markdown, where the marker must be escaped to stay visible."""
-    if scrub:
-        from ..secrets import scrub_text
-        text = scrub_text(text)
-        if markup:
+def sink(sources=(), enabled: bool = True, paths: bool = False):
+    """Start the command's output sink (tracelint.secrets.sink): every model the command
+    prints is passed through `sink.model()` before formatting; `emit` and `note` write through
+    it. sources: the traces the command reads (their exact secret values are removed too)."""
+    from ..secrets.sink import use_sink
+    return use_sink([str(s) for s in sources], paths=paths, enabled=enabled)
+
+
+def emit(text: str, output: str | None, scrub: bool = True, markup: bool = False,
+         inputs=()) -> None:
+    """Write a command's report through the sink: to `output` (atomically over a regular
+    file, straight into a device or FIFO; never over an input or a directory) or stdout.
+    markup=True for HTML/Markdown, where a marker the last-line scrub inserts is escaped."""
+    from ..secrets.sink import current_sink
+    s = current_sink()
+    if markup and s.enabled:
+        before = text
+        text = s.text(text)
+        if text != before:
             text = text.replace("<redacted>", "&lt;redacted&gt;")
-    if output:
-        write_atomic(output, text if text.endswith("\n") else text + "\n")
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    s.write(text, output, inputs=inputs)
 
 
-__all__ = ["TracelintError", "load_trace", "emit", "fmt_ns", "stderr"]
+def note(text: str) -> None:
+    """One line on stderr (scrubbed, control characters removed, no rich markup)."""
+    from ..secrets.sink import current_sink
+    stderr.print(current_sink().message(text), markup=False, highlight=False, soft_wrap=True)
+
+
+__all__ = ["TracelintError", "load_trace", "emit", "note", "sink", "fmt_ns", "stderr"]

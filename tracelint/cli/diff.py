@@ -2,6 +2,7 @@
 bucket by bucket and kernel by kernel, judged against the noise band (docs/statistics.md)."""
 from __future__ import annotations
 
+import os
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -10,7 +11,7 @@ from rich.console import Console
 
 from ..errors import TracelintError
 from .app import app, fail
-from .common import emit, load_trace, stderr
+from .common import emit, load_trace, note, sink
 
 #: The "--" between the A runs and the B runs survives option parsing as this token.
 SEPARATOR = "\x00--sep--\x00"
@@ -108,19 +109,20 @@ def diff(
     progress = fmt is DiffFormat.terminal and output is None
     A = load_profiles(a_paths, patterns, not no_findings, progress)
     B = load_profiles(b_paths, patterns, not no_findings, progress)
-    res = diff_profiles(A, B, policy)
+    res = sink(a_paths + b_paths).model(diff_profiles(A, B, policy))   # scrub before formatting
+    ins = a_paths + b_paths
     if fmt is DiffFormat.json:
-        emit(res.to_json(), output, scrub=True)
+        emit(res.to_json(), output, inputs=ins)
     elif fmt is DiffFormat.markdown:
-        emit(render_markdown(res), output, scrub=True, markup=True)
+        emit(render_markdown(res), output, markup=True, inputs=ins)
     elif fmt is DiffFormat.html:
-        emit(render_html(res), output, scrub=True, markup=True)
+        emit(render_html(res), output, markup=True, inputs=ins)
     elif output:
-        rec = Console(record=True, width=160, color_system=None, file=open("/dev/null", "w"))
+        rec = Console(record=True, width=160, color_system=None, file=open(os.devnull, "w"))
         render_terminal(res, rec)
-        emit(rec.export_text(), output, scrub=True)
+        emit(rec.export_text(), output, inputs=ins)
     else:
         render_terminal(res, Console())
     if output:
-        stderr.print(f"diff: {res.verdict}; written to {output}")
+        note(f"diff: {res.verdict}; written to {output}")
     raise typer.Exit(1 if fail_on_regression and res.verdict == "slower" else 0)

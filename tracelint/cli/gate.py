@@ -4,6 +4,7 @@ the runs are not the baseline's workload or nothing could be gated (docs/statist
 from __future__ import annotations
 
 import json
+import os
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -12,8 +13,7 @@ from rich.console import Console
 
 from ..errors import TracelintError
 from .app import app, fail
-from .common import emit
-from .common import stderr
+from .common import emit, sink, stderr
 from .diff import BucketOpt, ConfidenceOpt, FloorOpt, load_profiles, policy_from
 
 
@@ -47,16 +47,20 @@ def gate(
     policy = policy_from(floor, confidence, opts)
     patterns = list(bucket) if bucket else list(opts.get("buckets", []))
     profiles = load_profiles(traces, patterns, not no_findings, progress=fmt is GateFormat.terminal)
-    res = run_gate(doc, profiles, policy=policy, fail_on_findings=fail_on_new_findings)
+    sk = sink(traces)
+    # the saved baseline holds scrubbed names: compare like with like, then scrub the result
+    profiles = [sk.model(p) for p in profiles]
+    res = sk.model(run_gate(doc, profiles, policy=policy, fail_on_findings=fail_on_new_findings))
+    ins = [*traces, baseline]
     if fmt is GateFormat.json:
         from ..analysis.stats import clean_json
-        emit(json.dumps(clean_json(res.to_dict()), indent=1, allow_nan=False), output, scrub=True)
+        emit(json.dumps(clean_json(res.to_dict()), indent=1, allow_nan=False), output, inputs=ins)
     elif fmt is GateFormat.markdown:
-        emit(render_gate_markdown(res), output, scrub=True, markup=True)
+        emit(render_gate_markdown(res), output, markup=True, inputs=ins)
     elif output:
-        rec = Console(record=True, width=140, color_system=None, file=open("/dev/null", "w"))
+        rec = Console(record=True, width=140, color_system=None, file=open(os.devnull, "w"))
         render_gate_terminal(res, rec)
-        emit(rec.export_text(), output, scrub=True)
+        emit(rec.export_text(), output, inputs=ins)
     else:
         render_gate_terminal(res, Console())
     if res.exit_code == 2 or output or fmt is not GateFormat.terminal:

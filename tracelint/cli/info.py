@@ -6,13 +6,13 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from ..reporters.escape import rich_text as escape
 from rich.table import Table
 
 from ..efficiency.info import efficiency_info, print_efficiency
 from ..timeline.summary import trace_info
 from .app import app
-from .common import fmt_ns, load_trace
+from .common import fmt_ns, load_trace, sink
 
 
 @app.command()
@@ -27,12 +27,14 @@ def info(
     if tl.has_gpu_activity or len(tl.api_calls):
         from ..whatif.analysis import WhatIf
         data["critical_path"] = WhatIf(tl).critical_path_dict(top=5)
+    sk = sink([trace])
+    data = sk.model(data)                      # scrub before formatting (names may hold tokens)
     if as_json:
-        print(json.dumps(data, indent=2))
+        sk.write(json.dumps(data, indent=2))
         return
     console = Console()
     head = Table.grid(padding=(0, 2))
-    head.add_row("[bold]trace", escape(trace))
+    head.add_row("[bold]trace", escape(sk.text(trace)))
     head.add_row("[bold]format", f"{data['format']} {escape(data['format_version'] or '')}  {escape(data['producer'] or '')}")
     head.add_row("[bold]span", fmt_ns(data["span_ns"]))
     if data["rank"] is not None:

@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 from ..engine.config import Config, load_config
 from ..errors import TracelintError
+from ..io import check_output
 from .app import app
-from .common import emit, load_trace, stderr
+from .common import emit, load_trace, note, sink
 
 
 class Format(str, Enum):
@@ -71,11 +72,18 @@ def lint_and_report(traces: list[str], cfg: Config, fmt: Format = Format.termina
                     jobs: int | None = None, dask: str | None = None) -> int:
     """What `tracelint lint` does after reading its options (also run by `capture`): lint,
     accept findings into a baseline, scrub, render, write; returns the exit code."""
+    sk = sink(traces, enabled=not no_scrub, paths=scrub_paths)   # the one output sink
     report = _run(traces, cfg, fmt, ncu=ncu, annotate=annotate, quiet=quiet, jobs=jobs, dask=dask)
+    srcs = [str(x) for x in (getattr(report, "sources", None) or traces)]
+    sk.learn(srcs)
+    ins = [*srcs, *([ncu] if ncu else [])]
+    for out in (output, write_baseline, annotate):
+        if out:
+            check_output(out, ins)
     if write_baseline:
-        from ..secrets import scrub_text   # keys are names from the trace: never commit a secret
-        n = report.write_baseline(write_baseline, scrub=scrub_text)
-        stderr.print(f"baseline: {n} finding(s) accepted into {write_baseline}")
+        from ..secrets.sink import scrub_committed   # keys are names: never commit a secret
+        n = report.write_baseline(write_baseline, scrub=scrub_committed)
+        note(f"baseline: {n} finding(s) accepted into {write_baseline}")
     if not no_scrub:
         from ..ranks.report import JobReport, scrub_job_report
         from ..secrets import scrub_report
@@ -83,9 +91,9 @@ def lint_and_report(traces: list[str], cfg: Config, fmt: Format = Format.termina
     from ..reporters import render, render_text
     text = render(report, fmt, verbose=verbose, quiet=quiet)
     if text is not None:
-        emit(text, output)
+        emit(text, output, markup=fmt in (Format.html, Format.markdown), inputs=ins)
     elif output:
-        emit(render_text(report, verbose=verbose, quiet=quiet), output)
+        emit(render_text(report, verbose=verbose, quiet=quiet), output, inputs=ins)
     if annotate:
         from ..reporters.annotate import write_annotated_trace
         write_annotated_trace(report, annotate)

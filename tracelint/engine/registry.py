@@ -22,6 +22,7 @@ def _rules_in_module(mod) -> list[type[Rule]]:
 
 
 def rules_from_dir(folder: str | Path) -> list[type[Rule]]:
+    from .trust import announce, check_rule_file
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"rules directory not found: {folder}")
@@ -29,6 +30,7 @@ def rules_from_dir(folder: str | Path) -> list[type[Rule]]:
     for path in sorted(folder.glob("*.py")):
         if path.name.startswith("_"):
             continue
+        check_rule_file(path)          # untrusted code: see tracelint.engine.trust
         name = f"tracelint_user_rules.{path.stem}_{abs(hash(str(path))) % 10**8}"
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
@@ -36,7 +38,9 @@ def rules_from_dir(folder: str | Path) -> list[type[Rule]]:
         try:
             spec.loader.exec_module(mod)
         except Exception as exc:  # a user's rule file is untrusted code with bugs
-            raise ConfigError(f"cannot import rule file {path}: {exc}") from None
+            raise ConfigError(f"cannot import rule file {path}: {type(exc).__name__}: "
+                              f"{str(exc)[:200]}") from None
+        announce(path)
         found += _rules_in_module(mod)
     return found
 

@@ -17,10 +17,8 @@ NSYS_REP_MAGICS = (b"QDREP", b"NSYS")
 
 def sniff(path: Path) -> str:
     """Return 'nsys-sqlite', 'kineto-json' or 'nsys-rep' from the file's first bytes."""
-    if not path.exists():
-        raise TraceFormatError(f"{path}: no such file")
-    if path.is_dir():
-        raise TraceFormatError(f"{path}: is a directory, not a trace file")
+    from ..io import check_input
+    check_input(path)              # no such file, directory, FIFO (would block), device
     try:
         with open(path, "rb") as fh:
             head = fh.read(4096)
@@ -33,6 +31,8 @@ def sniff(path: Path) -> str:
     if head.startswith(GZIP_MAGIC):
         return "kineto-json"   # gzip: only Kineto traces are gzipped among our formats
     stripped = head.lstrip()
+    if stripped.startswith(b"\xef\xbb\xbf"):        # a UTF-8 byte order mark
+        stripped = stripped[3:].lstrip()
     if stripped[:1] in (b"{", b"["):
         return "kineto-json"
     if path.suffix in (".nsys-rep", ".qdrep") or any(m in head[:64] for m in NSYS_REP_MAGICS):
@@ -45,13 +45,32 @@ def sniff(path: Path) -> str:
 def load(path: str | os.PathLike, progress=None) -> Timeline:
     """Load any supported trace into a Timeline. Raises TraceFormatError on bad input."""
     p = Path(path)
+    try:
+        return _load(p, progress)
+    except RecursionError:
+        from ..reporters.escape import terminal_text
+        raise TraceFormatError(f"{terminal_text(str(path), 200)}: nested too deeply to read "
+                               "(JSON nesting beyond Python's recursion limit)") from None
+
+
+def _load(p: Path, progress) -> Timeline:
+    path = p
     fmt = sniff(p)
     if fmt == "nsys-rep":
-        p = export_nsys_rep(p)
-        fmt = "nsys-sqlite"
-    if fmt == "nsys-sqlite":
+        exported = export_nsys_rep(p)
+        try:
+            from .nsys_sqlite import load_nsys_sqlite
+            tl = load_nsys_sqlite(exported, progress=progress)
+        finally:                   # the export's temporary folder never outlives the load
+            shutil.rmtree(exported.parent, ignore_errors=True)
+    elif fmt == "nsys-sqlite":
         from .nsys_sqlite import load_nsys_sqlite
         tl = load_nsys_sqlite(p, progress=progress)
+        wal = Path(f"{p}-wal")
+        if wal.is_file() and wal.stat().st_size > 0:     # read immutable: the WAL is not seen
+            tl.meta.notes.append(f"{wal.name} beside the export holds changes not yet written "
+                                 "into it, which are not read; checkpoint it first "
+                                 "(sqlite3 FILE 'PRAGMA wal_checkpoint')")
     else:
         from .kineto_json import load_kineto
         tl = load_kineto(p, progress=progress)
@@ -72,5 +91,6 @@ def export_nsys_rep(path: Path) -> Path:
                           "-o", str(out), str(path)], capture_output=True, text=True)
     if res.returncode != 0 or not out.exists():
         msg = (res.stderr or res.stdout).strip().splitlines()
+        shutil.rmtree(out.parent, ignore_errors=True)
         raise TraceFormatError(f"{path}: nsys export failed: {msg[-1] if msg else res.returncode}")
     return out

@@ -13,9 +13,7 @@ Why it is built this way:
 """
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from collections import Counter, defaultdict
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from operator import attrgetter
@@ -52,7 +50,7 @@ FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "async"}     # CPU launch -> GPU activi
 COUNTER_CATS = {"cuda_profiler_range"}                # CUPTI range-profiler metrics per kernel
 GPU_TABLES = ("kernels", "copies", "memsets")
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP = re.compile(r"^ProfilerStep#(\d{1,15})$")     # longer numbers cannot be an int64 step
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
 _MEMCPY = re.compile(r"Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
 _PAREN = re.compile(r"\((\w+)\)")
@@ -193,10 +191,8 @@ def _read(path: Path) -> bytes:
     except OSError as exc:
         raise _fail(path, f"cannot read: {exc.strerror or exc}") from None
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-            raise _fail(path, f"truncated or corrupt gzip data ({exc})") from None
+        from ..io import gunzip_capped
+        data = gunzip_capped(data, path)          # bounded: ratio and absolute caps
     return data
 
 
@@ -703,6 +699,7 @@ def _devices(props: Any, tl: Timeline, versions: dict, notes: list[str]) -> list
     listed = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     for i, p in enumerate(listed):
         name, major = p.get("name") or None, p.get("computeMajor")
+        name = name if isinstance(name, str) or name is None else str(name)[:200]   # untrusted
         vendor = _vendor(name, p.get("gcnArchName"))
         if vendor is None and guess:
             vendor = guess

@@ -112,7 +112,8 @@ class _Db:
         self._columns: dict[str, set[str]] = {}
         self._notnull: dict[str, set[str]] = {}
         try:
-            rows = self.query("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+            # tables only: a view (possibly an endless recursive one) is never read
+            rows = self.query("SELECT name FROM sqlite_master WHERE type = 'table'")
         except sqlite3.Error as exc:
             self.close()
             raise TraceFormatError(f"{path}: not a readable SQLite database "
@@ -124,6 +125,7 @@ class _Db:
         con = getattr(self._local, "con", None)
         if con is None:
             con = self._local.con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+            con.text_factory = _text                  # invalid UTF-8 (names, sqlite_master): replaced
             self._cons.append(con)
         return con
 
@@ -134,7 +136,11 @@ class _Db:
         self._cons.clear()
 
     def query(self, sql: str, params=()) -> list[tuple]:
-        return self.con().execute(sql, params).fetchall()
+        try:
+            return self.con().execute(sql, params).fetchall()
+        except UnicodeDecodeError:       # SQLite's own message quoting a non-UTF-8 schema name
+            raise TraceFormatError(f"{self.path}: the database schema holds names that are "
+                                   "not UTF-8 (not an nsys export, or a damaged one)") from None
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
@@ -189,9 +195,19 @@ class _Db:
         if "StringIds" in self.tables:
             for i in range(0, len(ids), 500):
                 part = ids[i:i + 500]
-                out.update(self.query(f"SELECT id, value FROM StringIds WHERE id IN "
-                                      f"({','.join('?' * len(part))})", part))
+                rows = self.query(f"SELECT id, value FROM StringIds WHERE id IN "
+                                  f"({','.join('?' * len(part))})", part)
+                out.update((i, v if isinstance(v, str) else _text(v)) for i, v in rows)
         return out
+
+
+def _text(v) -> str:
+    """A StringIds value or name as text whatever its storage (BLOB, NULL, number, bad UTF-8)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    return "" if v is None else str(v)
 
 
 def _check_header(path: Path) -> None:
@@ -229,9 +245,12 @@ def _parse(text, as_float: bool, what: str) -> np.ndarray:
         return np.fromstring(text, dtype=np.float64 if as_float else np.int64, sep=",")
     except ValueError:
         try:
-            return np.fromstring(text, dtype=np.float64, sep=",").astype(np.int64)
+            f = np.fromstring(text, dtype=np.float64, sep=",")
         except ValueError:
             raise TraceFormatError(f"{what}: non-numeric values") from None
+        if not np.isfinite(f).all() or (np.abs(f) >= 2.0**63).any():
+            raise TraceFormatError(f"{what}: non-finite or out-of-range values")
+        return f.astype(np.int64)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -545,8 +564,14 @@ def _meta(db: _Db) -> Meta:
         meta.notes.append("no export metadata table: exporter version unknown (pre-2022 export)")
     if "utcEpochNs" in db.columns("TARGET_INFO_SESSION_START_TIME"):
         row = db.query("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
-        if row and row[0][0] is not None:
-            meta.extra["session_start_utc_ns"] = int(row[0][0])
+        v = row[0][0] if row else None
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2.0**63:
+            v = int(v)
+        if isinstance(v, int) and not isinstance(v, bool):
+            meta.extra["session_start_utc_ns"] = v
+        elif v is not None:
+            meta.notes.append("TARGET_INFO_SESSION_START_TIME.utcEpochNs is not an integer: "
+                              "session start time unknown")
     return meta
 
 
@@ -578,7 +603,11 @@ def _devices(db: _Db, tl: Timeline, meta: Meta) -> list[Device]:
             continue
         sel = ", ".join(f'"{c}"' if c else "NULL" for c in picks.values())
         for row in db.query(f'SELECT {sel} FROM "{table}" WHERE "{picks["id"]}" IS NOT NULL'):
-            rec = found.setdefault(int(row[0]), {})
+            gid = _num(row[0], int)
+            if gid is None:                 # a text / non-finite GPU id: not a device row
+                meta.notes.append(f"{table}: a GPU id that is not a number was skipped")
+                continue
+            rec = found.setdefault(gid, {})
             rec.update({k: v for k, v in zip(picks, row) if v is not None and rec.get(k) is None})
     if not found:
         ids = [i for i in tl.devices_in_use() if i >= 0]
@@ -586,7 +615,7 @@ def _devices(db: _Db, tl: Timeline, meta: Meta) -> list[Device]:
             meta.notes.append("no TARGET_INFO_GPU table: devices inferred from activity "
                               "deviceIds, model unknown")
         return [Device(id=i, vendor="nvidia") for i in ids]
-    return [Device(id=i, name=r.get("name"), vendor="nvidia",
+    return [Device(id=i, name=_text(r["name"]) if r.get("name") is not None else None, vendor="nvidia",
                    sm_count=_num(r.get("sm_count"), int),
                    memory_bytes=_num(r.get("memory_bytes"), int),
                    memory_bandwidth_bps=_num(r.get("memory_bandwidth_bps"), float),
@@ -601,7 +630,7 @@ def _devices(db: _Db, tl: Timeline, meta: Meta) -> list[Device]:
 def _num(value, kind):
     try:
         return kind(value) if value not in (None, "") else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

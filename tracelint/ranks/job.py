@@ -110,6 +110,12 @@ def _not_a_trace(f: Path) -> str | None:
 
 
 def _discover_url(url: str) -> list[str]:
+    from ..io import url_errors
+    with url_errors(url):
+        return _list_url(url)
+
+
+def _list_url(url: str) -> list[str]:
     import fsspec
     fs, root = fsspec.core.url_to_fs(url)
     if any(ch in root for ch in "*?["):

@@ -212,7 +212,9 @@ class JobReport:
         """Accept every current finding (per rank and cross-rank) into a baseline file."""
         from ..engine.baseline import findings_baseline_doc
         from ..io import write_atomic
-        clean = scrub or (lambda s: s)
+        if scrub is None:            # keys are names from traces: never commit a secret
+            from ..secrets.sink import scrub_committed as scrub
+        clean = scrub
         entries = {(f.fingerprint(), f.rule, clean(f.key)) for f in self.findings}
         entries |= {(f["fingerprint"], f["rule"], clean(f.get("key", ""))) for f in self.rank_findings()}
         doc = findings_baseline_doc(entries)

@@ -52,9 +52,10 @@ def local_copy(source: str) -> Iterator[Path]:
     name = os.path.basename(source.split("::")[-1].rstrip("/")) or "trace"
     folder = tempfile.mkdtemp(prefix="tracelint-rank-")
     path = Path(folder) / name
+    from ..io import copy_capped, url_errors
     try:
-        with fsspec.open(source, "rb") as src, open(path, "wb") as dst:
-            shutil.copyfileobj(src, dst, 8 << 20)
+        with url_errors(source), fsspec.open(source, "rb") as src, open(path, "wb") as dst:
+            copy_capped(src, dst, source)
         yield path
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -6,29 +6,15 @@ HTML, Markdown). `clean` only removes control characters, which no output should
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from ..engine.finding import Finding, Measure, Where
 from ..engine.report import Report
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from .escape import clean  # noqa: F401  (one escaping path: reporters.escape)
 
 STATUS_MARK = {"measured": "✓", "not_captured": "✗", "not_applicable": "–", "estimated": "≈"}
 STATUS_WORDS = {"measured": "measured", "not_captured": "not captured",
                 "not_applicable": "not applicable", "estimated": "estimated"}
-
-
-def clean(text: Any, limit: int | None = None) -> str:
-    """Text from a trace with control / bidi-override characters removed, newlines flattened.
-
-    Escape sequences in a kernel name could otherwise drive a terminal or reorder the text a
-    reviewer reads. `limit` cuts very long (templated C++) names with an ellipsis.
-    """
-    s = _CONTROL.sub("", str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
-    if limit is not None and len(s) > limit:
-        s = s[: max(limit - 1, 1)] + "…"
-    return s
 
 
 def num(x: Any) -> float:

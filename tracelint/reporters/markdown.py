@@ -7,27 +7,15 @@ mention that pings someone.
 """
 from __future__ import annotations
 
-import re
 
 from ..engine.finding import LAYERS, VERDICT_ADVICE, Finding
 from ..engine.report import Report
-from .fmt import (STATUS_MARK, STATUS_WORDS, clean, fmt_ms, fmt_share, severity_counts_text,
+from .escape import md_escape
+from .fmt import (STATUS_MARK, STATUS_WORDS, fmt_ms, fmt_share, severity_counts_text,
                   trace_origin, where_parts)
 
 SEV_ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")          # inline markup; ( ! only act after [ ]
-_LINE_START = re.compile(r"^(\s*)([#+=-])|^(\s*\d+)([.)])")  # block markup at line start
 FOOTER_RESERVE = 400          # characters kept free for the truncation note
-
-
-def md_escape(text, limit: int | None = None) -> str:
-    """Text safe inside Markdown paragraphs and table cells: no markup, no HTML, no mentions."""
-    s = clean(text, limit)
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    s = _LINE_START.sub(lambda m: (m.group(1) or m.group(3) or "") + "\\"
-                        + (m.group(2) or m.group(4)), s)
-    return s.replace("@", "@\u200b")            # '@user' must not notify anyone
 
 
 def anchor(n: int) -> str:

@@ -18,6 +18,7 @@ from .. import __version__
 from ..engine.finding import LAYERS, Finding
 from ..engine.report import Report, RuleInfo
 from ..io import write_atomic
+from .escape import sarif_uri_ok
 from .fmt import clean, fmt_ms, fmt_share, window_text
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -32,8 +33,8 @@ def _uri(path: str) -> tuple[str, str | None] | None:
     p = path.strip()
     if not p or (p.startswith("<") and p.endswith(">")):
         return None
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", p):
-        return p, None
+    if not sarif_uri_ok(p):        # `scheme://` from a trace: never a link a review UI follows
+        return None
     if re.match(r"^[A-Za-z]:[\\/]", p):                  # Windows drive path
         return "file:///" + quote(p.replace("\\", "/"), safe="/:"), None
     if p.startswith("/"):

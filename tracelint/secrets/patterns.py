@@ -128,25 +128,28 @@ PERSONAL_MARKS = {"home-path": USER_MARK, "user-name": USER_MARK, "host-name": H
 # 1. Token shapes
 # ----------------------------------------------------------------------------------------
 _END = r"(?![A-Za-z0-9_\-])"
+#: token prefixes are distinctive: one may follow "_" (gemm_ghp_...), not a letter or digit
+_B = r"(?<![A-Za-z0-9])"
+_E = r"(?![A-Za-z0-9])"
 #: (kind, regex, group holding the secret). _shape_ok() adds per-kind checks.
 TOKEN_SHAPES: list[tuple[str, re.Pattern, int]] = [
     ("private-key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
         r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[^\x00]*)", re.S), 0),
-    ("aws-access-key-id", re.compile(r"\b((?:AKIA|ASIA)[0-9A-Z]{16})\b"), 1),
-    ("github-token", re.compile(r"\b((?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,251})\b"), 1),
-    ("github-token", re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,255})\b"), 1),
-    ("gitlab-token", re.compile(r"\b(glpat-[A-Za-z0-9_\-]{20,})" + _END), 1),
-    ("huggingface-token", re.compile(r"\b(hf_[A-Za-z0-9]{30,})\b"), 1),
+    ("aws-access-key-id", re.compile(_B + r"((?:AKIA|ASIA)[0-9A-Z]{16})" + _E), 1),
+    ("github-token", re.compile(_B + r"((?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,251})" + _E), 1),
+    ("github-token", re.compile(_B + r"(github_pat_[A-Za-z0-9_]{22,255})" + _E), 1),
+    ("gitlab-token", re.compile(_B + r"(glpat-[A-Za-z0-9_\-]{20,})" + _END), 1),
+    ("huggingface-token", re.compile(_B + r"(hf_[A-Za-z0-9]{30,})" + _E), 1),
     ("slack-webhook", re.compile(r"(https://hooks\.slack\.com/services/[A-Za-z0-9_/\-]{20,})"), 1),
-    ("slack-token", re.compile(r"\b(xox[abposre]-[A-Za-z0-9\-]{10,})" + _END), 1),
-    ("anthropic-key", re.compile(r"\b(sk-ant-[A-Za-z0-9_\-]{20,})" + _END), 1),
-    ("openai-key", re.compile(r"\b(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,})" + _END), 1),
-    ("stripe-key", re.compile(r"\b((?:sk|rk)_live_[A-Za-z0-9]{16,})\b"), 1),
-    ("google-api-key", re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})" + _END), 1),
-    ("npm-token", re.compile(r"\b(npm_[A-Za-z0-9]{36})\b"), 1),
-    ("pypi-token", re.compile(r"\b(pypi-AgE[A-Za-z0-9_\-]{50,})" + _END), 1),
-    ("jwt", re.compile(r"\b(eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)"), 1),
+    ("slack-token", re.compile(_B + r"(xox[abposre]-[A-Za-z0-9\-]{10,})" + _END), 1),
+    ("anthropic-key", re.compile(_B + r"(sk-ant-[A-Za-z0-9_\-]{20,})" + _END), 1),
+    ("openai-key", re.compile(_B + r"(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,})" + _END), 1),
+    ("stripe-key", re.compile(_B + r"((?:sk|rk)_live_[A-Za-z0-9]{16,})" + _E), 1),
+    ("google-api-key", re.compile(_B + r"(AIza[0-9A-Za-z_\-]{35})" + _END), 1),
+    ("npm-token", re.compile(_B + r"(npm_[A-Za-z0-9]{36})" + _E), 1),
+    ("pypi-token", re.compile(_B + r"(pypi-AgE[A-Za-z0-9_\-]{50,})" + _END), 1),
+    ("jwt", re.compile(_B + r"(eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)"), 1),
     ("bearer-token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{16,}=*)"), 1),
     ("bearer-token", re.compile(
         r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:basic|token|digest)\s+([A-Za-z0-9+/=._~\-]{8,})"), 1),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
@@ -79,8 +78,20 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return False
 
 
+def refuse_odd_cells(src: str | Path) -> None:
+    """One line naming where secrets sit that redact cannot rewrite (see odd_cells)."""
+    from .odd_cells import odd_cell_hits
+    hits = odd_cell_hits(src)
+    if hits:
+        raise TracelintError(f"{src}: secret(s) stored where redact does not rewrite "
+                             f"({', '.join(hits[:3])}{', ...' if len(hits) > 3 else ''}); "
+                             "remove them with sqlite3 first")
+
+
 def check_file(src: str | Path, paths: bool = False) -> ScanResult:
-    """What redact_file would replace: secrets, plus personal data with paths=True."""
+    """What redact_file would replace: secrets, plus personal data with paths=True.
+    Raises TracelintError for secrets in storage redact does not rewrite (BLOBs, ...)."""
+    refuse_odd_cells(src)
     res = scan_file(src)
     if paths:
         return res
@@ -98,6 +109,7 @@ def redact_file(src: str | Path, dst: str | Path, paths: bool = False) -> Redact
     if dst.is_dir():
         raise TracelintError(f"{dst}: is a directory; give the output file name")
     fmt = detect_format(src)
+    refuse_odd_cells(src)
     names = scan_file(src).names() if paths else None
     if fmt == "nsys-sqlite":
         return _redact_sqlite(src, dst, paths, names)
@@ -245,55 +257,6 @@ def scrub_text(s: str, paths: bool = False) -> str:
     return P.scrub_string(s, paths=paths)
 
 
-class _Scrubber:
-    """scrub_text plus the exact secret values (and, with paths, the user / host names) the
-    scan of the report's own trace found, so a value that only looked secret in its
-    environment block is also removed where it reappears (an annotation name, ...)."""
-
-    def __init__(self, source: str | None, paths: bool, use_source: bool):
-        self.paths = paths
-        self.exact: re.Pattern | None = None
-        self.names: P.NameSet | None = None
-        self.memo: dict[str, str] = {}
-        if use_source and source:
-            try:
-                if Path(source).is_file():
-                    res = scan_file(source, deep=False)
-                    raws = sorted({h.raw.strip() for h in res.secrets if len(h.raw.strip()) >= 6},
-                                  key=len, reverse=True)
-                    if raws:
-                        self.exact = re.compile("|".join(map(re.escape, raws)))
-                    if paths:
-                        self.names = res.names()
-            except (TracelintError, OSError):
-                pass
-
-    def __call__(self, s):
-        if not isinstance(s, str) or not s:
-            return s
-        hit = self.memo.get(s)
-        if hit is not None:
-            return hit
-        out = P.scrub_string(s, paths=self.paths, names=self.names)
-        if self.exact is not None:
-            out = self.exact.sub(P.REDACTED, out)
-        if len(self.memo) < 200_000:
-            self.memo[s] = out
-        return out
-
-    def deep(self, obj):
-        """Strings anywhere in dicts / lists / tuples (keys included)."""
-        if isinstance(obj, str):
-            return self(obj)
-        if isinstance(obj, dict):
-            return {self.deep(k): self.deep(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [self.deep(v) for v in obj]
-        if isinstance(obj, tuple):
-            return tuple(self.deep(v) for v in obj)
-        return obj
-
-
 def scrub_report(report, paths: bool = False, use_source: bool = True) -> None:
     """Scrub, in place, everything a reporter may print from `report`: source path, finding
     messages, titles, where fields (file, function, kernel, NVTX path), evidence summaries,
@@ -303,7 +266,9 @@ def scrub_report(report, paths: bool = False, use_source: bool = True) -> None:
     Finding keys (and so fingerprints, which are hashes) are left alone so baselines match.
     use_source: also scan the trace file itself (cached; TL100 already did) for exact values.
     """
-    f = _Scrubber(getattr(report, "source", None), paths, use_source)
+    from .sink import Sink        # the output sink: patterns plus the trace's exact values
+    source = getattr(report, "source", None)
+    f = Sink([source] if use_source and source else [], paths=paths)
     report.source = f(report.source)
     for fd in report.findings:
         fd.message = f(fd.message)
@@ -318,7 +283,7 @@ def scrub_report(report, paths: bool = False, use_source: bool = True) -> None:
             ev.capture_hint = f(ev.capture_hint)
             ev.facts = {f(k): v for k, v in ev.facts.items()}
         fd.metrics = {f(k): v for k, v in fd.metrics.items()}
-        fd.cases = f.deep(fd.cases)
+        fd.cases = f.model(fd.cases)
     report.skipped = {k: f(v) for k, v in report.skipped.items()}
     for r in report.rules:
         for attr in ("title", "summary", "doc", "fix", "counter_example"):
@@ -357,5 +322,5 @@ def scrub_timeline(tl, f) -> None:
     m.notes = [f(n) for n in m.notes]
     for d in m.devices:
         d.name = f(d.name)
-    m.extra = f.deep(m.extra)
+    m.extra = f.model(m.extra)
     m.raw_event_counts = {f(k): v for k, v in m.raw_event_counts.items()}

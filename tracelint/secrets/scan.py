@@ -11,11 +11,9 @@ and values; a file whose bytes hold none of them is not walked at all.
 """
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import sqlite3
-import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -259,10 +257,8 @@ def read_json_bytes(path: str | Path) -> tuple[bytes, bool]:
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if data[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(data), True
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-            raise TraceFormatError(f"{path}: truncated or corrupt gzip data ({exc})") from None
+        from ..io import gunzip_capped
+        return gunzip_capped(data, path), True
     return data, False
 
 
