@@ -47,9 +47,14 @@ def load(path: str | os.PathLike, progress=None) -> Timeline:
     p = Path(path)
     fmt = sniff(p)
     if fmt == "nsys-rep":
-        p = export_nsys_rep(p)
-        fmt = "nsys-sqlite"
-    if fmt == "nsys-sqlite":
+        exported = export_nsys_rep(p)
+        try:
+            from .nsys_sqlite import load_nsys_sqlite
+            tl = load_nsys_sqlite(exported, progress=progress)
+        finally:                      # the export is ours: never leave it in /tmp
+            shutil.rmtree(exported.parent, ignore_errors=True)
+        tl.meta.notes.append(f"exported from {p.name} with `nsys export --type sqlite`")
+    elif fmt == "nsys-sqlite":
         from .nsys_sqlite import load_nsys_sqlite
         tl = load_nsys_sqlite(p, progress=progress)
     else:
@@ -71,6 +76,7 @@ def export_nsys_rep(path: Path) -> Path:
     res = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
                           "-o", str(out), str(path)], capture_output=True, text=True)
     if res.returncode != 0 or not out.exists():
+        shutil.rmtree(out.parent, ignore_errors=True)
         msg = (res.stderr or res.stdout).strip().splitlines()
         raise TraceFormatError(f"{path}: nsys export failed: {msg[-1] if msg else res.returncode}")
     return out
