@@ -16,7 +16,8 @@ NSYS_REP_MAGICS = (b"QDREP", b"NSYS")
 
 
 def sniff(path: Path) -> str:
-    """Return 'nsys-sqlite', 'kineto-json' or 'nsys-rep' from the file's first bytes."""
+    """Return 'nsys-sqlite', 'rocpd-sqlite', 'kineto-json', 'rocprof-json', 'jax-json' or
+    'nsys-rep' from the file's content (SQLite: its table names; JSON: its first keys)."""
     if not path.exists():
         raise TraceFormatError(f"{path}: no such file")
     if path.is_dir():
@@ -29,17 +30,51 @@ def sniff(path: Path) -> str:
     if not head:
         raise TraceFormatError(f"{path}: empty file")
     if head.startswith(SQLITE_MAGIC):
-        return "nsys-sqlite"
+        return "rocpd-sqlite" if _has_rocpd_tables(path) else "nsys-sqlite"
     if head.startswith(GZIP_MAGIC):
-        return "kineto-json"   # gzip: only Kineto traces are gzipped among our formats
+        return json_flavour(_gunzip_head(path))
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"["):
-        return "kineto-json"
+        return json_flavour(head)
     if path.suffix in (".nsys-rep", ".qdrep") or any(m in head[:64] for m in NSYS_REP_MAGICS):
         return "nsys-rep"
     raise TraceFormatError(
         f"{path}: not a recognised trace (expected an Nsight Systems SQLite export, a "
-        "torch.profiler JSON/JSON.gz trace, or a .nsys-rep)")
+        "torch.profiler JSON/JSON.gz trace, rocprofv3 JSON or rocpd SQLite, a jax.profiler "
+        "trace, or a .nsys-rep)")
+
+
+def json_flavour(head: bytes) -> str:
+    """Which Chrome-trace-like JSON: rocprofv3's tool output, a jax.profiler (XLA) trace, or
+    Kineto (the default: its keys come in any order)."""
+    if b'"rocprofiler-sdk-tool"' in head:
+        return "rocprof-json"
+    from .jax_trace import looks_like_jax
+    return "jax-json" if looks_like_jax(head) else "kineto-json"
+
+
+def _gunzip_head(path: Path, size: int = 1 << 16) -> bytes:
+    """The first decompressed bytes of a gzip file ('' if it is not readable gzip)."""
+    import zlib
+    try:
+        with open(path, "rb") as fh:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(fh.read(size), size)
+    except (OSError, zlib.error):
+        return b""
+
+
+def _has_rocpd_tables(path: Path) -> bool:
+    import sqlite3
+    from ..io import readonly_sqlite_uri
+    try:
+        con = sqlite3.connect(readonly_sqlite_uri(path), uri=True)
+        try:
+            from .rocprof_rocpd import is_rocpd
+            return is_rocpd(con)
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return False     # the nsys importer reports the damage in its own words
 
 
 def load(path: str | os.PathLike, progress=None) -> Timeline:
@@ -57,6 +92,15 @@ def load(path: str | os.PathLike, progress=None) -> Timeline:
     elif fmt == "nsys-sqlite":
         from .nsys_sqlite import load_nsys_sqlite
         tl = load_nsys_sqlite(p, progress=progress)
+    elif fmt == "rocpd-sqlite":
+        from .rocprof_rocpd import load_rocpd
+        tl = load_rocpd(p)
+    elif fmt == "rocprof-json":
+        from .rocprof_json import load_rocprof_json
+        tl = load_rocprof_json(p)
+    elif fmt == "jax-json":
+        from .jax_trace import load_jax
+        tl = load_jax(p)
     else:
         from .kineto_json import load_kineto
         tl = load_kineto(p, progress=progress)
