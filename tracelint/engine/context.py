@@ -100,7 +100,8 @@ class Context:
         rr = self._ranges_by_thread.get((int(pid), int(tid)))
         if rr is not None:
             enc = rr[(rr["start"] <= t) & (rr["end"] > t)].sort_values(["depth", "start"])
-            w.nvtx_path = [str(n) for n in enc["name"] if not str(n).startswith("ProfilerStep#")]
+            w.nvtx_path = [str(n) for n, k in zip(enc["name"], enc["kind"])   # iteration: w.iteration
+                           if k != "step" and not str(n).startswith("ProfilerStep#")]
         w.iteration = self.iteration_at(t)
         frame = self.python_frame_at(pid, tid, t)
         if frame is not None:

@@ -48,7 +48,7 @@ def build_timeline(rows: Iterable[Rows], meta: Meta) -> Timeline:
         if r.table == "api_calls":
             c["name"] = [classify.strip_api_version(str(n)) for n in c["name"]]
         if r.table == "ranges":
-            steps = [_step(str(n)) for n in c["name"]]
+            steps = [s if s >= 0 else _step(str(n)) for s, n in zip(c["step"], c["name"])]
             c["step"] = steps
             c["kind"] = ["step" if s >= 0 else k for s, k in zip(steps, c["kind"])]
         order = np.argsort(np.asarray(c["start"] if "start" in c else c["ts"], np.int64),
