@@ -107,3 +107,27 @@ def test_info_does_not_show_placeholder_times(cli):
     assert data["counts"]["kernels"] == 77 and data["kernel_timing"] == "synthetic"
     assert data["top_kernels"] == [] and data["streams"] == []
     assert next(d for d in data["devices"] if d["id"] == 0)["busy_share"] is None
+
+
+def test_percent_counters_judge_the_rule_expectation(tmp_path):
+    """Percent-of-peak counters (achieved occupancy, tensor pipe) are averaged over a kernel's
+    launches and compared with what the rule expects; counts and bytes are summed."""
+    occ, local, tensor = ("sm__warps_active.avg.pct_of_peak_sustained_active",
+                          "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+                          "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active")
+    ranges = [{"ph": "X", "cat": "cuda_profiler_range", "name": n, "pid": 0, "tid": 0,
+               "ts": 1000 + 10 * i, "dur": 10, "args": {occ: o, local: b, tensor: t}}
+              for i, (n, o, b, t) in enumerate([("spilly", 20, 4096, 0), ("spilly", 30, 1024, 0),
+                                                ("gemm", 90, 0, 85)])]
+    launches = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7,
+                 "ts": 900 + i, "dur": 1, "args": {"correlation": 50 + i}} for i in range(3)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ranges + launches}))
+    ctx = Context(tracelint.load(p))
+    ev = ctx.microarch(0, 0, 0, kernels=["spilly"], expect={r"warps.?active": "low"})
+    assert ev.status == "measured" and ev.supports is True
+    assert ev.facts[occ].value == 25.0 and ev.facts[occ].unit == "%"
+    assert ev.facts[local].value == 5120 and ev.facts[local].unit == "bytes"
+    gemm = ctx.microarch(0, 0, 0, kernels=["gemm"], expect={r"Tensor|pipe_tensor": "low"})
+    assert gemm.supports is False and gemm.facts[tensor].value == 85.0
+    assert (ctx.launch_index("kernels") >= 0).all()      # 3 ranges, 3 launches: linked by order
