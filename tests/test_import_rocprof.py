@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from functools import partial
 
 import pytest
 
@@ -21,6 +22,8 @@ from conftest import run_cli
 
 WRITERS = {"rocprof-json": (write_rocprof_json, "results.json"),
            "rocpd-sqlite": (write_rocpd, "results.db")}
+#: the same formats plus rocpd's newer layout (lanes in rocpd_track, times in rocpd_timestamp)
+LAYOUTS = {**WRITERS, "rocpd-tracks": (partial(write_rocpd, layout="tracks"), "results.db")}
 #: Planted cases rocprofv3 cannot show: NVIDIA's register/tensor-core models, and evidence it
 #: does not record (host memory kind of a copy; Python stacks and CPU ops are Kineto-only cases).
 NOT_APPLICABLE = {"TL007-positive-register-cap": "NVIDIA register-file model",
@@ -37,9 +40,9 @@ def _workload():
     return sc.build()
 
 
-@pytest.fixture(scope="module", params=sorted(WRITERS))
+@pytest.fixture(scope="module", params=sorted(LAYOUTS))
 def written(request, tmp_path_factory):
-    write, name = WRITERS[request.param]
+    write, name = LAYOUTS[request.param]
     path = write(_workload(), tmp_path_factory.mktemp(request.param) / name)
     return request.param, path
 
@@ -58,12 +61,16 @@ def _raw_counts(fmt, path) -> dict:
                 "linked": sum(r["correlation_id"]["internal"] in api_corr for r in rec["kernel_dispatch"])}
     con = sqlite3.connect(path)
     one = lambda q: con.execute(q).fetchone()[0]  # noqa: E731
+    tracks = fmt == "rocpd-tracks"
+    t = lambda a, c: (f"(SELECT value FROM rocpd_timestamp WHERE id = {a}.{c}_id)" if tracks  # noqa: E731
+                      else f'{a}."{c}"')
     cat = "(SELECT s.string FROM rocpd_string s JOIN rocpd_event e ON e.category_id = s.id WHERE e.id = r.event_id)"
     out = {"kernels": one("SELECT count(*) FROM rocpd_kernel_dispatch"),
            "copies": one("SELECT count(*) FROM rocpd_memory_copy"),
            "api_calls": one(f"SELECT count(*) FROM rocpd_region r WHERE {cat} LIKE 'HIP_%'"),
-           "ranges": one(f"SELECT count(*) FROM rocpd_region r WHERE {cat} LIKE 'MARKER_%' AND r.end > r.start"),
-           "kernel_ns": one('SELECT sum("end" - start) FROM rocpd_kernel_dispatch'),
+           "ranges": one(f"SELECT count(*) FROM rocpd_region r WHERE {cat} LIKE 'MARKER_%' "
+                         f"AND {t('r', 'end')} > {t('r', 'start')}"),
+           "kernel_ns": one(f"SELECT sum({t('k', 'end')} - {t('k', 'start')}) FROM rocpd_kernel_dispatch k"),
            "copy_bytes": one("SELECT sum(size) FROM rocpd_memory_copy"),
            "linked": one("SELECT count(*) FROM rocpd_kernel_dispatch k JOIN rocpd_event ke ON ke.id = k.event_id "
                          f"WHERE ke.correlation_id IN (SELECT e.correlation_id FROM rocpd_region r JOIN rocpd_event e "
@@ -74,9 +81,9 @@ def _raw_counts(fmt, path) -> dict:
 
 def test_counts_and_links_match_the_raw_file(written):
     fmt, path = written
-    assert sniff(path) == fmt
+    assert sniff(path) == fmt.replace("rocpd-tracks", "rocpd-sqlite")
     tl, raw = tracelint.load(path), _raw_counts(fmt, path)
-    assert tl.meta.format == fmt.replace("rocprof-json", "rocprofv3-json")
+    assert tl.meta.format == {"rocprof-json": "rocprofv3-json"}.get(fmt, "rocpd-sqlite")
     got = tl.counts()
     for table in ("kernels", "copies", "api_calls", "ranges"):
         assert got[table] == raw[table], table

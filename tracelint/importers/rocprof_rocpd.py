@@ -2,7 +2,9 @@
 
 Schema (rocprofiler-sdk source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql, schema_version
 3): tables carry a per-session uuid suffix and plain-named views (`rocpd_kernel_dispatch`,
-...) select from them; both are accepted. `rocpd_region` holds host API calls and roctx
+...) select from them; both are accepted. Two layouts share that version: rows with their own
+pid/tid/agent/queue/stream and start/end columns, and the newer one where rows point at a
+`rocpd_track` (the lane) and at `rocpd_timestamp` rows (start_id/end_id); both are read. `rocpd_region` holds host API calls and roctx
 ranges, `rocpd_kernel_dispatch` and `rocpd_memory_copy` the device work; each row's
 `event_id` points at `rocpd_event`, whose `category_id` names the domain (HIP_RUNTIME_API,
 MARKER_CORE_API, ...) in `rocpd_string` and whose `correlation_id` links a HIP call to the
@@ -20,7 +22,7 @@ from .records import Rows, build_timeline, copy_kind_of, finish_meta
 
 BASES = ("rocpd_metadata", "rocpd_string", "rocpd_event", "rocpd_region", "rocpd_kernel_dispatch",
          "rocpd_memory_copy", "rocpd_info_agent", "rocpd_info_kernel_symbol", "rocpd_info_process",
-         "rocpd_info_thread")
+         "rocpd_info_thread", "rocpd_track", "rocpd_timestamp")
 
 
 def is_rocpd(con: sqlite3.Connection) -> bool:
@@ -44,16 +46,17 @@ def _load(con: sqlite3.Connection, path: Path) -> Timeline:
     t = _tables(con)
     if "rocpd_kernel_dispatch" not in t and "rocpd_region" not in t:
         raise TraceFormatError(f"{path}: SQLite file without rocpd tables: not a rocprofv3 rocpd database")
-    kd_cols = _columns(con, t.get("rocpd_kernel_dispatch"))
-    if kd_cols and "start" not in kd_cols:
-        raise TraceFormatError(f"{path}: rocpd schema with separate timestamp/track tables is not "
-                               "supported yet (export with `rocpd convert -f csv` or use JSON output)")
+    cols = _columns(con, t.get("rocpd_kernel_dispatch") or t.get("rocpd_region"))
+    tracked = "start_id" in cols            # newer layout: times in rocpd_timestamp, lanes in rocpd_track
+    if tracked and not {"rocpd_track", "rocpd_timestamp"} <= set(t):
+        raise TraceFormatError(f"{path}: rocpd rows point at rocpd_track/rocpd_timestamp tables "
+                               "that the file does not have")
     md = dict(con.execute(f"SELECT tag, value FROM {t['rocpd_metadata']}")) if "rocpd_metadata" in t else {}
     meta = Meta(format="rocpd-sqlite", format_version=str(md.get("schema_version", "")),
                 producer="rocprofv3 (rocpd database)")
     if md.get("rocprofiler_sdk_version") or md.get("version"):
         meta.producer = f"rocprofv3 (rocprofiler-sdk {md.get('rocprofiler_sdk_version') or md.get('version')})"
-    q = _Query(con, t)
+    q = _Query(con, t, tracked)
     gpus = _agents(q, meta)
     rows = {n: Rows(n) for n in ("kernels", "copies", "api_calls", "ranges")}
     for pid, tid, start, end, name, cat, corr in q.regions():
@@ -109,16 +112,27 @@ def _columns(con, table: str | None) -> set[str]:
 class _Query:
     """The SELECTs, joined to the process/thread/string/event tables where present."""
 
-    def __init__(self, con, t):
-        self.con, self.t = con, t
+    def __init__(self, con, t, tracked: bool):
+        self.con, self.t, self.tracked = con, t, tracked
+
+    def _lane(self, alias: str, col: str) -> str:
+        """A row's pid/tid/agent/queue/stream: its own column, or its track's (newer layout)."""
+        return (f"(SELECT TR.{col} FROM {self.t['rocpd_track']} TR WHERE TR.id = {alias}.track_id)"
+                if self.tracked else f"{alias}.{col}")
+
+    def _time(self, alias: str, which: str) -> str:
+        return (f"(SELECT TS.value FROM {self.t['rocpd_timestamp']} TS WHERE TS.id = {alias}.{which}_id)"
+                if self.tracked else f"{alias}.{which}")
 
     def _pid(self, alias: str) -> str:
-        return (f"COALESCE((SELECT P.pid FROM {self.t['rocpd_info_process']} P WHERE P.id = {alias}.pid), {alias}.pid)"
-                if "rocpd_info_process" in self.t else f"{alias}.pid")
+        row = self._lane(alias, "pid")
+        return (f"COALESCE((SELECT P.pid FROM {self.t['rocpd_info_process']} P WHERE P.id = {row}), {row})"
+                if "rocpd_info_process" in self.t else row)
 
     def _tid(self, alias: str) -> str:
-        return (f"COALESCE((SELECT T.tid FROM {self.t['rocpd_info_thread']} T WHERE T.id = {alias}.tid), {alias}.tid)"
-                if "rocpd_info_thread" in self.t else f"{alias}.tid")
+        row = self._lane(alias, "tid")
+        return (f"COALESCE((SELECT T.tid FROM {self.t['rocpd_info_thread']} T WHERE T.id = {row}), {row})"
+                if "rocpd_info_thread" in self.t else row)
 
     def _str(self, col: str) -> str:
         return f"(SELECT S.string FROM {self.t['rocpd_string']} S WHERE S.id = {col})"
@@ -131,7 +145,8 @@ class _Query:
             return []
         cat = self._str(self._event("R", "category_id"))
         return self.con.execute(
-            f"SELECT {self._pid('R')}, {self._tid('R')}, R.start, R.end, {self._str('R.name_id')}, "
+            f"SELECT {self._pid('R')}, {self._tid('R')}, {self._time('R', 'start')}, {self._time('R', 'end')}, "
+            f"{self._str('R.name_id')}, "
             f"{cat}, {self._event('R', 'correlation_id')} FROM {self.t['rocpd_region']} R")
 
     def dispatches(self):
@@ -142,7 +157,8 @@ class _Query:
                 if sym else "NULL")
         static = f"(SELECT KS.group_segment_size FROM {sym} KS WHERE KS.id = K.kernel_id)" if sym else "NULL"
         return self.con.execute(
-            f"SELECT {self._pid('K')}, K.agent_id, K.queue_id, K.stream_id, K.start, K.end, {name}, "
+            f"SELECT {self._pid('K')}, {self._lane('K', 'agent_id')}, {self._lane('K', 'queue_id')}, "
+            f"{self._lane('K', 'stream_id')}, {self._time('K', 'start')}, {self._time('K', 'end')}, {name}, "
             f"{self._event('K', 'correlation_id')}, K.workgroup_size_x, K.workgroup_size_y, "
             f"K.workgroup_size_z, K.grid_size_x, K.grid_size_y, K.grid_size_z, "
             f"K.group_segment_size, K.private_segment_size, {static} FROM {self.t['rocpd_kernel_dispatch']} K")
@@ -151,8 +167,9 @@ class _Query:
         if "rocpd_memory_copy" not in self.t:
             return []
         return self.con.execute(
-            f"SELECT {self._pid('M')}, M.start, M.end, {self._str('M.name_id')}, M.src_agent_id, "
-            f"M.dst_agent_id, M.size, M.stream_id, {self._event('M', 'correlation_id')} "
+            f"SELECT {self._pid('M')}, {self._time('M', 'start')}, {self._time('M', 'end')}, "
+            f"{self._str('M.name_id')}, M.src_agent_id, M.dst_agent_id, M.size, "
+            f"{self._lane('M', 'stream_id')}, {self._event('M', 'correlation_id')} "
             f"FROM {self.t['rocpd_memory_copy']} M")
 
     def agents(self):

@@ -141,9 +141,11 @@ def write_rocprof_json(b, path, *, version: str = "0.6.0") -> Path:
     return path
 
 
-#: rocpd tables (rocpd_tables.sql, schema 3, per-table start/end columns), the columns we fill.
+#: rocpd tables (rocpd_tables.sql, schema 3), the columns we fill. "columns": each row has its
+#: own lane (pid, tid, agent, queue, stream) and start/end; "tracks": the newer layout where a
+#: row points at a rocpd_track lane and at rocpd_timestamp rows.
 _UUID = "_00000000_0000_0000_0000_000000000001"
-_DDL = {
+_COMMON = {
     "rocpd_metadata": "id INTEGER PRIMARY KEY, tag TEXT NOT NULL, value TEXT NOT NULL",
     "rocpd_string": "id INTEGER PRIMARY KEY, guid TEXT, string TEXT NOT NULL UNIQUE",
     "rocpd_info_process": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, ppid INTEGER, pid INTEGER NOT NULL, command TEXT",
@@ -154,20 +156,27 @@ _DDL = {
                                  "kernel_name TEXT, display_name TEXT, group_segment_size INTEGER, "
                                  "private_segment_size INTEGER, arch_vgpr_count INTEGER"),
     "rocpd_event": "id INTEGER PRIMARY KEY, guid TEXT, category_id INTEGER, correlation_id INTEGER",
-    "rocpd_region": ("id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER, start BIGINT, "
-                     "end BIGINT, name_id INTEGER, event_id INTEGER"),
-    "rocpd_kernel_dispatch": ("id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER, agent_id INTEGER, "
-                              "kernel_id INTEGER, dispatch_id INTEGER, queue_id INTEGER, stream_id INTEGER, start BIGINT, "
-                              "end BIGINT, private_segment_size INTEGER, group_segment_size INTEGER, "
-                              "workgroup_size_x INTEGER, workgroup_size_y INTEGER, workgroup_size_z INTEGER, "
-                              "grid_size_x INTEGER, grid_size_y INTEGER, grid_size_z INTEGER, event_id INTEGER"),
-    "rocpd_memory_copy": ("id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER, start BIGINT, "
-                          "end BIGINT, name_id INTEGER, dst_agent_id INTEGER, src_agent_id INTEGER, size INTEGER, "
-                          "queue_id INTEGER, stream_id INTEGER, event_id INTEGER"),
+}
+_DISPATCH = ("kernel_id INTEGER, dispatch_id INTEGER, private_segment_size INTEGER, group_segment_size INTEGER, "
+             "workgroup_size_x INTEGER, workgroup_size_y INTEGER, workgroup_size_z INTEGER, "
+             "grid_size_x INTEGER, grid_size_y INTEGER, grid_size_z INTEGER, event_id INTEGER")
+_COPY = "name_id INTEGER, dst_agent_id INTEGER, src_agent_id INTEGER, size INTEGER, event_id INTEGER"
+_LANE = "nid INTEGER, pid INTEGER, tid INTEGER, agent_id INTEGER, queue_id INTEGER, stream_id INTEGER, start BIGINT, end BIGINT"
+_TRACKED = "track_id INTEGER, start_id INTEGER, end_id INTEGER"
+_LAYOUTS = {
+    "columns": {"rocpd_region": f"id INTEGER PRIMARY KEY, guid TEXT, {_LANE}, name_id INTEGER, event_id INTEGER",
+                "rocpd_kernel_dispatch": f"id INTEGER PRIMARY KEY, guid TEXT, {_LANE}, {_DISPATCH}",
+                "rocpd_memory_copy": f"id INTEGER PRIMARY KEY, guid TEXT, {_LANE}, {_COPY}"},
+    "tracks": {"rocpd_region": f"id INTEGER PRIMARY KEY, guid TEXT, {_TRACKED}, name_id INTEGER, event_id INTEGER",
+               "rocpd_kernel_dispatch": f"id INTEGER PRIMARY KEY, guid TEXT, {_TRACKED}, {_DISPATCH}",
+               "rocpd_memory_copy": f"id INTEGER PRIMARY KEY, guid TEXT, {_TRACKED}, {_COPY}",
+               "rocpd_track": ("id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, ppid INTEGER, pid INTEGER, tid INTEGER, "
+                               "agent_id INTEGER, queue_id INTEGER, stream_id INTEGER, name_id INTEGER"),
+               "rocpd_timestamp": "id INTEGER PRIMARY KEY, guid TEXT, value BIGINT NOT NULL, phase INTEGER, track_id INTEGER"},
 }
 
 
-def write_rocpd(b, path) -> Path:
+def write_rocpd(b, path, *, layout: str = "columns") -> Path:
     """`rocprofv3 --output-format rocpd` database for the builder's workload."""
     r = records(b)
     path = Path(path)
@@ -175,10 +184,10 @@ def write_rocpd(b, path) -> Path:
     tmp.unlink(missing_ok=True)
     con = sqlite3.connect(tmp)
     try:
-        for name, cols in _DDL.items():
+        for name, cols in {**_COMMON, **_LAYOUTS[layout]}.items():
             con.execute(f'CREATE TABLE "{name}{_UUID}" ({cols})')
             con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "{name}{_UUID}"')
-        _fill_rocpd(con, b, r)
+        _Rocpd(con, layout).fill(b, r)
         con.commit()
     finally:
         con.close()
@@ -186,49 +195,70 @@ def write_rocpd(b, path) -> Path:
     return path
 
 
-def _fill_rocpd(con, b, r) -> None:
-    strings: dict[str, int] = {}
+class _Rocpd:
+    """Inserts by column name; put() stores a row's lane and times the layout's way."""
 
-    def sid(s: str) -> int:
-        if s not in strings:
-            strings[s] = len(strings) + 1
-            con.execute(f'INSERT INTO "rocpd_string{_UUID}" VALUES (?, ?, ?)', (strings[s], "g", s))
-        return strings[s]
+    def __init__(self, con, layout: str):
+        self.con, self.tracked = con, layout == "tracks"
+        self.strings: dict[str, int] = {}
+        self.ids: dict[str, int] = {}
 
-    ins = lambda t, *v: con.execute(f'INSERT INTO "{t}{_UUID}" VALUES ({",".join("?" * len(v))})', v)  # noqa: E731
-    ins("rocpd_metadata", 1, "schema_version", "3")
-    ins("rocpd_metadata", 2, "uuid", _UUID[1:])
-    ins("rocpd_info_process", 1, "g", 1, 0, b.pid, b.process_name)
-    ins("rocpd_info_thread", 1, "g", 1, 0, 1, b.tid, b.process_name)
-    ins("rocpd_info_agent", 1, "g", 1, 1, "CPU", 0, 0, 0, "cpu", "AMD EPYC 9654", "AMD EPYC 9654")
-    ins("rocpd_info_agent", 2, "g", 1, 1, "GPU", 1, 1, b.device_id, "gfx942", b.device_name, b.device_name)
-    agent = {CPU_AGENT: 1, gpu_agent(b): 2}
-    for kid, a in r["symbols"].values():
-        ins("rocpd_info_kernel_symbol", kid, "g", 1, 1, 1, a.name, a.name, a.static_smem, a.local_mem, a.registers)
-    ops = r["ops"].ops
-    ev = 0
+    def ins(self, table: str, **cols) -> int:
+        rid = self.ids[table] = self.ids.get(table, 0) + 1
+        cols = {"id": rid, **cols}
+        self.con.execute(f'INSERT INTO "{table}{_UUID}" ({", ".join(cols)}) VALUES ({", ".join("?" * len(cols))})',
+                         tuple(cols.values()))
+        return rid
 
-    def event(category: str, corr: int) -> int:
-        nonlocal ev
-        ev += 1
-        ins("rocpd_event", ev, "g", sid(category), corr)
-        return ev
+    def sid(self, s: str) -> int:
+        if s not in self.strings:
+            self.strings[s] = self.ins("rocpd_string", guid="g", string=s)
+        return self.strings[s]
 
-    for i, x in enumerate(r["hip_api"] + r["marker_api"], 1):
-        kind = x["kind"]
-        name = (r["messages"].get(x["correlation_id"]["internal"]) if kind == KIND_MARKER
-                else ops[kind][x["operation"]])
-        e = event(KIND_NAMES[kind], x["correlation_id"]["internal"])
-        ins("rocpd_region", i, "g", 1, 1, 1, x["start_timestamp"], x["end_timestamp"], sid(name), e)
-    for i, x in enumerate(r["kernel_dispatch"], 1):
-        d = x["dispatch_info"]
-        e = event("KERNEL_DISPATCH", x["correlation_id"]["internal"])
-        ins("rocpd_kernel_dispatch", i, "g", 1, 1, 1, agent[d["agent_id"]["handle"]], d["kernel_id"],
-            d["dispatch_id"], d["queue_id"]["handle"], d["queue_id"]["handle"], x["start_timestamp"],
-            x["end_timestamp"], d["private_segment_size"], d["group_segment_size"],
-            *d["workgroup_size"].values(), *d["grid_size"].values(), e)
-    for i, x in enumerate(r["memory_copy"], 1):
-        e = event("MEMORY_COPY", x["correlation_id"]["internal"])
-        ins("rocpd_memory_copy", i, "g", 1, 1, 1, x["start_timestamp"], x["end_timestamp"],
-            sid(ops[KIND_COPY][x["operation"]]), agent[x["dst_agent_id"]["handle"]],
-            agent[x["src_agent_id"]["handle"]], x["bytes"], None, None, e)
+    def event(self, category: str, corr: int) -> int:
+        return self.ins("rocpd_event", guid="g", category_id=self.sid(category), correlation_id=corr)
+
+    def put(self, table: str, lane: dict, start: int, end: int, **cols) -> None:
+        if self.tracked:
+            track = self.ins("rocpd_track", guid="g", nid=1, **lane)
+            s = self.ins("rocpd_timestamp", guid="g", value=start, phase=1, track_id=track)
+            e = self.ins("rocpd_timestamp", guid="g", value=end, phase=2, track_id=track)
+            self.ins(table, guid="g", track_id=track, start_id=s, end_id=e, **cols)
+        else:
+            self.ins(table, guid="g", nid=1, start=start, end=end, **lane, **cols)
+
+    def fill(self, b, r) -> None:
+        self.ins("rocpd_metadata", tag="schema_version", value="3")
+        self.ins("rocpd_metadata", tag="uuid", value=_UUID[1:])
+        self.ins("rocpd_info_process", guid="g", nid=1, ppid=0, pid=b.pid, command=b.process_name)
+        self.ins("rocpd_info_thread", guid="g", nid=1, ppid=0, pid=1, tid=b.tid, name=b.process_name)
+        self.ins("rocpd_info_agent", guid="g", nid=1, pid=1, type="CPU", absolute_index=0, logical_index=0,
+                 type_index=0, name="cpu", model_name="AMD EPYC 9654", product_name="AMD EPYC 9654")
+        self.ins("rocpd_info_agent", guid="g", nid=1, pid=1, type="GPU", absolute_index=1, logical_index=1,
+                 type_index=b.device_id, name="gfx942", model_name=b.device_name, product_name=b.device_name)
+        agent = {CPU_AGENT: 1, gpu_agent(b): 2}
+        for kid, a in r["symbols"].values():
+            self.ins("rocpd_info_kernel_symbol", guid="g", nid=1, pid=1, code_object_id=1, kernel_name=a.name,
+                     display_name=a.name, group_segment_size=a.static_smem, private_segment_size=a.local_mem,
+                     arch_vgpr_count=a.registers)
+        ops, host = r["ops"].ops, {"pid": 1, "tid": 1}
+        for x in r["hip_api"] + r["marker_api"]:
+            kind, corr = x["kind"], x["correlation_id"]["internal"]
+            name = r["messages"].get(corr) if kind == KIND_MARKER else ops[kind][x["operation"]]
+            self.put("rocpd_region", host, x["start_timestamp"], x["end_timestamp"], name_id=self.sid(name),
+                     event_id=self.event(KIND_NAMES[kind], corr))
+        for x in r["kernel_dispatch"]:
+            d = x["dispatch_info"]
+            lane = dict(host, agent_id=agent[d["agent_id"]["handle"]], queue_id=d["queue_id"]["handle"],
+                        stream_id=d["queue_id"]["handle"])
+            self.put("rocpd_kernel_dispatch", lane, x["start_timestamp"], x["end_timestamp"],
+                     kernel_id=d["kernel_id"], dispatch_id=d["dispatch_id"],
+                     private_segment_size=d["private_segment_size"], group_segment_size=d["group_segment_size"],
+                     **{f"workgroup_size_{a}": v for a, v in d["workgroup_size"].items()},
+                     **{f"grid_size_{a}": v for a, v in d["grid_size"].items()},
+                     event_id=self.event("KERNEL_DISPATCH", x["correlation_id"]["internal"]))
+        for x in r["memory_copy"]:
+            self.put("rocpd_memory_copy", host, x["start_timestamp"], x["end_timestamp"],
+                     name_id=self.sid(ops[KIND_COPY][x["operation"]]),
+                     dst_agent_id=agent[x["dst_agent_id"]["handle"]], src_agent_id=agent[x["src_agent_id"]["handle"]],
+                     size=x["bytes"], event_id=self.event("MEMORY_COPY", x["correlation_id"]["internal"]))
