@@ -13,7 +13,7 @@ import pytest
 import tracelint
 from tracelint.engine.context import Context
 from tracelint.engine.finding import Layer
-from tracelint.engine.runner import lint
+from tracelint.api import lint
 
 from conftest import SHARED
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 import tracelint
-from tracelint.engine.runner import lint
+from tracelint.api import lint
 from tracelint.importers import sniff
 from tracelint.synth.jax_writer import write_jax_trace
 from tracelint.synth.scenarios import all_scenarios, evaluate, scenario_config

@@ -13,7 +13,7 @@ from functools import partial
 import pytest
 
 import tracelint
-from tracelint.engine.runner import lint
+from tracelint.api import lint
 from tracelint.importers import sniff
 from tracelint.synth.scenarios import all_scenarios, evaluate, scenario_config
 from tracelint.synth.rocprof_writer import write_rocpd, write_rocprof_json

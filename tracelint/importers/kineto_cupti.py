@@ -68,9 +68,8 @@ def add_range_kernels(tl: Timeline, specials: list[dict], to_ns) -> None:
         meta.notes.append(note)
     if meta.raw_event_counts:
         meta.raw_event_counts["kernels"] = len(ranges)
-    tl.__dict__.pop("gpu_activity", None)    # cached views computed before the kernels existed
-    tl.__dict__.pop("span", None)
-    tl.__dict__.pop("kernel_class", None)
+    for cached in ("gpu_activity", "span", "kernel_class", "_launch_index"):
+        tl.__dict__.pop(cached, None)         # cached views computed before the kernels existed
     meta.extra["correlation_resolved_fraction"] = tl.correlation_resolved_fraction()
 
 
