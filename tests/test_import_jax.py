@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 import tracelint
-from tracelint.api import lint
+from tracelint.api import available_rules, lint
 from tracelint.importers import sniff
 from tracelint.synth.jax_writer import write_jax_trace
 from tracelint.synth.scenarios import all_scenarios, evaluate, scenario_config
@@ -20,9 +20,11 @@ from tracelint.synth.scenarios import all_scenarios, evaluate, scenario_config
 from conftest import run_cli
 
 #: Cases a jax.profiler trace cannot show: no local-memory field in kernel_details, no GPU
-#: model in the trace (the Pascal near-miss needs it).
-NOT_APPLICABLE = {"TL007-positive-spill", "TL011-near-miss-pascal"}
-CASES = [s for s in all_scenarios() if "nsys" in s.formats and s.id not in NOT_APPLICABLE]
+#: model or compute capability in the trace (the Pascal near-miss and TL021 need it).
+NOT_APPLICABLE = {"TL007-positive-spill", "TL011-near-miss-pascal", "TL021-positive-sm75-on-h100"}
+PYTORCH_ONLY = {r.id for r in available_rules() if r.frameworks and "jax" not in r.frameworks}
+CASES = [s for s in all_scenarios() if "nsys" in s.formats and s.id not in NOT_APPLICABLE
+         and s.rule not in PYTORCH_ONLY]
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +86,10 @@ def test_tpu_plane_ops_are_the_device_work(tmp_path):
 
 def test_pytorch_only_rules_skip_with_reason(trace):
     report = lint(trace)
-    assert "jax trace" in report.skipped["TL010"]
-    assert not any(f.rule == "TL010" for f in report.findings)
+    assert {"TL010", "TL030", "TL031"} <= PYTORCH_ONLY
+    for rid in PYTORCH_ONLY:
+        assert "jax trace" in report.skipped[rid], rid
+    assert not any(f.rule in PYTORCH_ONLY for f in report.findings)
 
 
 def test_info_reports_format_and_producer(trace, cli):

@@ -30,7 +30,9 @@ NOT_APPLICABLE = {"TL007-positive-register-cap": "NVIDIA register-file model",
                   "TL011-positive-sgemm-on-h100": "NVIDIA tensor-core kernels",
                   "TL011-near-miss-bf16-autocast": "NVIDIA tensor-core kernels",
                   "TL011-near-miss-small-share": "NVIDIA tensor-core kernels",
-                  "TL011-near-miss-pascal": "NVIDIA tensor-core kernels"}
+                  "TL011-near-miss-pascal": "NVIDIA tensor-core kernels",
+                  "TL021-positive-sm75-on-h100": "NVIDIA architecture tags and compute capability",
+                  "TL030-positive-foreach-off-and-zero-grad": "PyTorch CPU ops (rocprofv3 sees none)"}
 NOT_RECORDED = ("metrics.pageable_copies",)      # rocprofv3 does not say pageable or pinned
 CASES = [s for s in all_scenarios() if "nsys" in s.formats and s.id not in NOT_APPLICABLE]
 
