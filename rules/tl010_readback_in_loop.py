@@ -48,6 +48,7 @@ class ReadbackInLoop(Rule):
     groups = frozenset({"sync", "host"})
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"ranges"})
+    frameworks = frozenset({"pytorch"})     # aten:: read-back ops
     Options = Options
 
     def fix_edits(self, finding, ctx):

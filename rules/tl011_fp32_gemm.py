@@ -69,6 +69,7 @@ class Fp32Gemm(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL, Layer.MICROARCH})
     needs = frozenset({"kernels"})
     Options = Options
+    uses_kernel_times = False     # on synthetic times, shares of counted FP instructions
 
     def fix_edits(self, finding, ctx):
         return None, "the TF32/BF16 speed-up depends on the GEMM shapes; try `tracelint whatif --scale GEMM_REGEX=0.5`"
@@ -82,14 +83,14 @@ class Fp32Gemm(Rule):
                              dtype=bool)
         if not is_fp32.any():
             return
-        dur = (k["end"] - k["start"]).to_numpy()
+        dur, unit = ctx.kernel_weight()
         dev = k["device"].to_numpy()
         for device in np.unique(dev[is_fp32]):
             on = dev == device
             total = int(dur[on].sum())
             sel = on & is_fp32
             fp32_ns = int(dur[sel].sum())
-            if total <= 0 or fp32_ns < opt.min_share * total or fp32_ns < opt.min_ns:
+            if total <= 0 or fp32_ns < opt.min_share * total or (unit == "ns" and fp32_ns < opt.min_ns):
                 continue
             info = tl.meta.device(int(device))
             tc = tensor_core_support(info.name if info else None, info.compute_capability if info else None)
@@ -108,23 +109,32 @@ class Fp32Gemm(Rule):
             tc_text = {"tf32": "TF32 and BF16/FP16 tensor cores are available",
                        "fp16": "FP16 tensor cores are available (no TF32 on this generation)",
                        None: "the GPU model is not recorded; tensor cores assumed (compute capability 7.0+)"}[tc]
-            listing = "; ".join(f"`{str(n)[:70]}` ×{int(r['count'])} {r['sum'] / 1e6:.2f} ms"
+            timed = unit == "ns"       # else: shares of counted FP instructions or launches
+            amount = (f"{fp32_ns / 1e6:.2f} ms" if timed else
+                      f"{fp32_ns:,.0f} {unit}; kernel times are not measured in this trace")
+            of_what = ("kernel time" if timed else "CUDA-core FP instructions counted"
+                       if unit == "instructions" else "kernel launches")
+            listing = "; ".join(f"`{str(n)[:70]}` ×{int(r['count'])} "
+                                f"{r['sum'] / 1e6:.2f} ms" if timed else
+                                f"`{str(n)[:70]}` ×{int(r['count'])}"
                                 for n, r in names.head(3).iterrows())
+            share_facts = dict(fp32_gemm_share=Measure(round(share, 4), "ratio"))
+            if timed:
+                share_facts.update(fp32_gemm_ns=Measure(fp32_ns, "ns"), kernel_ns=Measure(total, "ns"))
             system = Evidence.measured(
-                f"FP32 CUDA-core GEMMs take {share:.1%} of {gpu}'s kernel time ({fp32_ns / 1e6:.2f} ms).",
-                fp32_gemm_ns=Measure(fp32_ns, "ns"), fp32_gemm_share=Measure(round(share, 4), "ratio"),
-                kernel_ns=Measure(total, "ns"))
+                f"FP32 CUDA-core GEMMs take {share:.1%} of {gpu}'s {of_what} ({amount}).", **share_facts)
             kernel = Evidence.measured(
                 f"{int(sel.sum())} FP32 GEMM launches in {len(names)} kernel(s): {listing}. {tc_text}.",
                 kernels=Measure(int(sel.sum()), "count"), distinct_kernels=Measure(len(names), "count"))
-            micro = ctx.microarch(int(device), where.start_ns, where.end_ns, kernels=[str(top)],
-                                  expect={r"Tensor|tensor_op|pipe_tensor": "low"})
+            micro = ctx.microarch(int(device), where.start_ns, where.end_ns,
+                                  kernels=[str(n) for n in names.index],
+                                  expect={r"Tensor|tensor_op|pipe_tensor": "low",
+                                          r"^fp32_share_of_fp": "high"})
             yield self.finding(
                 ctx,
-                message=(f"{gpu}: FP32 GEMMs on CUDA cores take {share:.1%} of kernel time "
-                         f"({fp32_ns / 1e6:.2f} ms); {tc_text}"),
-                impact_ns=fp32_ns, where=where, occurrences=int(sel.sum()),
+                message=(f"{gpu}: FP32 GEMMs on CUDA cores take {share:.1%} of {of_what} "
+                         f"({amount}); {tc_text}"),
+                impact_ns=fp32_ns if timed else 0, where=where, occurrences=int(sel.sum()),
                 evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
-                metrics={"fp32_gemm_share": Measure(round(share, 4), "ratio"),
-                         "fp32_gemm_ns": Measure(fp32_ns, "ns")},
+                metrics={k: v for k, v in share_facts.items() if k != "kernel_ns"},
                 key=f"device{int(device)}")

@@ -52,6 +52,7 @@ class PerParameterOptimizer(Rule):
     groups = frozenset({"framework", "host", "launch"})
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL})
     needs = frozenset({"ranges"})
+    frameworks = frozenset({"pytorch"})     # reads aten:: op names
     Options = Options
 
     def check(self, ctx):

@@ -43,6 +43,7 @@ class DataLoaderMainProcess(Rule):
     groups = frozenset({"framework", "host", "input"})
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL})
     needs = frozenset({"ranges"})
+    frameworks = frozenset({"pytorch"})     # reads PyTorch op / DataLoader range names
     Options = Options
 
     def check(self, ctx):

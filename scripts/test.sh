@@ -14,4 +14,17 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "warning: could not install chromium; browser tests will be skipped" >&2
 fi
+# Debian's non-free nsight-systems (2022.4) for the .nsys-rep end-to-end test: `nsys export`
+# runs without a GPU. Needs the contrib and non-free components (libcuda1 <- nvidia-support).
+if ! command -v nsys >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+    && [ -f /etc/apt/sources.list.d/debian.sources ]; then
+  nonfree=/etc/apt/sources.list.d/tracelint-nonfree.sources
+  [ -f "$nonfree" ] || sed 's/^Components:.*/Components: contrib non-free/' \
+    /etc/apt/sources.list.d/debian.sources > "$nonfree"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+     --no-install-recommends nsight-systems >/dev/null) \
+    || echo "WARNING: could not install nsight-systems; the .nsys-rep end-to-end test will NOT run" >&2
+fi
+command -v nsys >/dev/null 2>&1 \
+  || echo "WARNING: nsys not on PATH: tests/test_nsys_rep.py is skipped (.nsys-rep not checked end to end)" >&2
 exec .venv/bin/python -m pytest -q "$@"

@@ -55,7 +55,8 @@ def info(
         for d in data["devices"]:
             t.add_row(str(d["id"]), escape(d["name"] or "?"), str(d["sm_count"] or "?"),
                       f"{d['memory_bytes'] / 2**30:.0f} GiB" if d["memory_bytes"] else "?",
-                      f"{d['busy_share']:.1%}" if d["busy_share"] is not None else "idle")
+                      f"{d['busy_share']:.1%}" if d["busy_share"] is not None else
+                      "idle" if not d["active"] else "not timed")
         console.print(t)
     if data["streams"]:
         t = Table(title="Streams", title_justify="left")

@@ -12,6 +12,7 @@ import pandas as pd
 from ..timeline import classify, intervals
 from ..timeline.model import Timeline
 from ..timeline.schema import GPU_ACTIVITY_TABLES
+from .counters import counter_facts
 from .finding import Evidence, Measure, Where
 
 if TYPE_CHECKING:
@@ -99,7 +100,8 @@ class Context:
         rr = self._ranges_by_thread.get((int(pid), int(tid)))
         if rr is not None:
             enc = rr[(rr["start"] <= t) & (rr["end"] > t)].sort_values(["depth", "start"])
-            w.nvtx_path = [str(n) for n in enc["name"] if not str(n).startswith("ProfilerStep#")]
+            w.nvtx_path = [str(n) for n, k in zip(enc["name"], enc["kind"])   # iteration: w.iteration
+                           if k != "step" and not str(n).startswith("ProfilerStep#")]
         w.iteration = self.iteration_at(t)
         frame = self.python_frame_at(pid, tid, t)
         if frame is not None:
@@ -139,7 +141,8 @@ class Context:
     # ----- microarchitecture ---------------------------------------------------------------
     def microarch(self, device: int | None, start: int, end: int,
                   kernels: list[str] | None = None, expect: dict[str, str] | None = None) -> Evidence:
-        """Hardware-counter evidence over a window: GPU metric samples, else ncu results.
+        """Hardware-counter evidence over a window: GPU metric samples, else per-kernel counters
+        recorded in the trace, else ncu results.
 
         expect: metric-name regex -> "low" | "high", what the finding predicts; a sample mean
         on the other side of 50 % marks the layer as contradicting the finding.
@@ -157,6 +160,14 @@ class Context:
                 top = ", ".join(f"{k} {v.value}%" for k, v in list(facts.items())[:4])
                 return Evidence.measured(f"{len(w)} GPU metric samples in the window: {top}",
                                          supports=supports, **facts)
+        counters = self._trace_counters(device, start, end, kernels)
+        if len(counters):
+            facts, percent = counter_facts(counters)
+            return Evidence.measured(
+                f"{self.tl.meta.extra.get('kernel_counters', 'per-kernel counters')}: "
+                f"{counters['metric'].nunique()} counters over {counters['launch'].nunique()} "
+                f"launch(es) of {counters['kernel'].nunique()} kernel(s)",
+                supports=_expectation(percent, expect), **facts)
         if kernels and len(self.ncu):
             rows = self.ncu[self.ncu["kernel"].isin(kernels)]
             if len(rows):
@@ -168,6 +179,41 @@ class Context:
                                          f"{rows['kernel'].nunique()} kernel(s)", supports=supports, **facts)
         hint = CAPTURE_HINTS["gpu_metrics"].format(kernel=re.escape(kernels[0])[:60] if kernels else "NAME")
         return Evidence.not_captured("No hardware counters in the trace for this window.", hint)
+
+    @property
+    def kernel_times_synthetic(self) -> bool:
+        """True when the trace's kernel times are placeholders (CUPTI range profiler)."""
+        return self.tl.meta.extra.get("kernel_timing") == "synthetic"
+
+    def kernel_weight(self) -> tuple[np.ndarray, str]:
+        """Per-kernel-row weight for time shares: the duration in ns; where kernel times are
+        synthetic, the CUDA-core FP instructions counted per launch ("instructions"), else
+        one per launch ("launches")."""
+        k = self.tl.kernels
+        if not self.kernel_times_synthetic:
+            return (k["end"] - k["start"]).to_numpy(), "ns"
+        c = self.tl.kernel_counters
+        fp = c[c["metric"].astype(str).str.match(r"smsp__sass_thread_inst_executed_op_[dfh]")]
+        if len(fp):
+            per = fp.groupby("launch")["value"].sum()
+            return per.reindex(np.arange(len(k)), fill_value=0).to_numpy(), "instructions"
+        return np.ones(len(k), dtype=np.int64), "launches"
+
+    def _trace_counters(self, device, start, end, kernels) -> pd.DataFrame:
+        """Counter rows of the named kernels, else of the kernels inside the window (only
+        where kernel times are real)."""
+        c = self.tl.kernel_counters
+        if len(c) == 0:
+            return c
+        if kernels:
+            return c[c["kernel"].isin(kernels)]
+        if self.kernel_times_synthetic:
+            return c.iloc[:0]
+        k = self.tl.kernels
+        inside = (k["start"] < end) & (k["end"] > start)
+        if device is not None:
+            inside &= k["device"] == device
+        return c[c["launch"].isin(np.flatnonzero(inside.to_numpy()))]
 
     # ----- misc ----------------------------------------------------------------------------
     def busy_in(self, device: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:

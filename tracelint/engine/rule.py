@@ -34,6 +34,12 @@ class Rule:
     scope: ClassVar[str] = "trace"
     # job scope: the fewest ranks the rule can say anything about.
     min_ranks: ClassVar[int] = 2
+    # False for rules that stay correct when kernel times are placeholders (CUPTI range
+    # profiler traces): they read names, counts and counters, not durations or gaps.
+    uses_kernel_times: ClassVar[bool] = True
+    # Frameworks whose traces the rule understands (empty: any); a trace whose importer names
+    # another framework (meta.extra["framework"], e.g. "jax") skips the rule with the reason.
+    frameworks: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, options=None):
         self.options = options if options is not None else self.Options()

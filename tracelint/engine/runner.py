@@ -29,8 +29,16 @@ def rule_info(rule: type[Rule]) -> RuleInfo:
 
 def applicable(rule: type[Rule], tl: Timeline) -> str | None:
     """None when the rule can run, else why not (in words a user can act on)."""
+    framework = tl.meta.extra.get("framework")
+    if rule.frameworks and framework and framework not in rule.frameworks:
+        return (f"reads {'/'.join(sorted(rule.frameworks))} operator names; this is a "
+                f"{framework} trace")
     if not rule.needs:
         return None
+    if (rule.uses_kernel_times and rule.needs & {"kernels", "copies", "memsets", "api_calls"}
+            and tl.meta.extra.get("kernel_timing") == "synthetic"):
+        return ("kernel times in this trace are synthetic (CUPTI range profiler), and this "
+                "rule measures time")
     if any(len(tl.table(t)) for t in rule.needs):
         return None
     missing = ", ".join(sorted(rule.needs))

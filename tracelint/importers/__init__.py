@@ -16,7 +16,8 @@ NSYS_REP_MAGICS = (b"QDREP", b"NSYS")
 
 
 def sniff(path: Path) -> str:
-    """Return 'nsys-sqlite', 'kineto-json' or 'nsys-rep' from the file's first bytes."""
+    """Return 'nsys-sqlite', 'rocpd-sqlite', 'kineto-json', 'rocprof-json', 'jax-json' or
+    'nsys-rep' from the file's content (SQLite: its table names; JSON: its first keys)."""
     from ..io import check_input
     check_input(path)              # no such file, directory, FIFO (would block), device
     try:
@@ -27,19 +28,53 @@ def sniff(path: Path) -> str:
     if not head:
         raise TraceFormatError(f"{path}: empty file")
     if head.startswith(SQLITE_MAGIC):
-        return "nsys-sqlite"
+        return "rocpd-sqlite" if _has_rocpd_tables(path) else "nsys-sqlite"
     if head.startswith(GZIP_MAGIC):
-        return "kineto-json"   # gzip: only Kineto traces are gzipped among our formats
+        return json_flavour(_gunzip_head(path))
     stripped = head.lstrip()
     if stripped.startswith(b"\xef\xbb\xbf"):        # a UTF-8 byte order mark
         stripped = stripped[3:].lstrip()
     if stripped[:1] in (b"{", b"["):
-        return "kineto-json"
+        return json_flavour(head)
     if path.suffix in (".nsys-rep", ".qdrep") or any(m in head[:64] for m in NSYS_REP_MAGICS):
         return "nsys-rep"
     raise TraceFormatError(
         f"{path}: not a recognised trace (expected an Nsight Systems SQLite export, a "
-        "torch.profiler JSON/JSON.gz trace, or a .nsys-rep)")
+        "torch.profiler JSON/JSON.gz trace, rocprofv3 JSON or rocpd SQLite, a jax.profiler "
+        "trace, or a .nsys-rep)")
+
+
+def json_flavour(head: bytes) -> str:
+    """Which Chrome-trace-like JSON: rocprofv3's tool output, a jax.profiler (XLA) trace, or
+    Kineto (the default: its keys come in any order)."""
+    if b'"rocprofiler-sdk-tool"' in head:
+        return "rocprof-json"
+    from .jax_trace import looks_like_jax
+    return "jax-json" if looks_like_jax(head) else "kineto-json"
+
+
+def _gunzip_head(path: Path, size: int = 1 << 16) -> bytes:
+    """The first decompressed bytes of a gzip file ('' if it is not readable gzip)."""
+    import zlib
+    try:
+        with open(path, "rb") as fh:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(fh.read(size), size)
+    except (OSError, zlib.error):
+        return b""
+
+
+def _has_rocpd_tables(path: Path) -> bool:
+    import sqlite3
+    from ..io import readonly_sqlite_uri
+    try:
+        con = sqlite3.connect(readonly_sqlite_uri(path), uri=True)
+        try:
+            from .rocprof_rocpd import is_rocpd
+            return is_rocpd(con)
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return False     # the nsys importer reports the damage in its own words
 
 
 def load(path: str | os.PathLike, progress=None) -> Timeline:
@@ -63,6 +98,7 @@ def _load(p: Path, progress) -> Timeline:
             tl = load_nsys_sqlite(exported, progress=progress)
         finally:                   # the export's temporary folder never outlives the load
             shutil.rmtree(exported.parent, ignore_errors=True)
+        tl.meta.notes.append(f"exported from {p.name} with `nsys export --type sqlite`")
     elif fmt == "nsys-sqlite":
         from .nsys_sqlite import load_nsys_sqlite
         tl = load_nsys_sqlite(p, progress=progress)
@@ -71,6 +107,15 @@ def _load(p: Path, progress) -> Timeline:
             tl.meta.notes.append(f"{wal.name} beside the export holds changes not yet written "
                                  "into it, which are not read; checkpoint it first "
                                  "(sqlite3 FILE 'PRAGMA wal_checkpoint')")
+    elif fmt == "rocpd-sqlite":
+        from .rocprof_rocpd import load_rocpd
+        tl = load_rocpd(p)
+    elif fmt == "rocprof-json":
+        from .rocprof_json import load_rocprof_json
+        tl = load_rocprof_json(p)
+    elif fmt == "jax-json":
+        from .jax_trace import load_jax
+        tl = load_jax(p)
     else:
         from .kineto_json import load_kineto
         tl = load_kineto(p, progress=progress)
@@ -90,6 +135,7 @@ def export_nsys_rep(path: Path) -> Path:
     res = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
                           "-o", str(out), str(path)], capture_output=True, text=True)
     if res.returncode != 0 or not out.exists():
+        shutil.rmtree(out.parent, ignore_errors=True)
         msg = (res.stderr or res.stdout).strip().splitlines()
         shutil.rmtree(out.parent, ignore_errors=True)
         raise TraceFormatError(f"{path}: nsys export failed: {msg[-1] if msg else res.returncode}")

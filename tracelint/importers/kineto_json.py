@@ -29,6 +29,7 @@ from ..timeline import classify
 from ..timeline.model import Device, Meta, Timeline
 from ..timeline.nesting import nest
 from ..timeline.schema import TABLES, make_table
+from .kineto_cupti import add_range_kernels
 
 CHUNK = 65536                       # events decoded per batch: bounds the transient Structs
 _MAX_US = (2**63 - 1) // 1000 - 1   # largest |µs| whose ns value fits int64
@@ -137,6 +138,7 @@ def _finish(path: Path, cols: dict, specials: list[dict], build: _Builder, info:
     report("build", 0.0)
     tl = _timeline(cols, specials, build)
     tl.meta = _meta(path, info, tl, build, specials)
+    add_range_kernels(tl, specials, us_to_ns)     # CUPTI counters: kernels with synthetic times
     report("build", 1.0)
     return tl
 
@@ -609,8 +611,8 @@ def _metrics(specials: list[dict]) -> pd.DataFrame:
     rows = []
     for e in specials:
         args, pid, name = e.get("args"), e.get("pid"), e.get("name") or ""
-        per_kernel = e.get("cat") in COUNTER_CATS
-        if not isinstance(args, dict) or not (per_kernel or e.get("ph") == "C"):
+        per_kernel = e.get("cat") in COUNTER_CATS   # per-kernel: tl.kernel_counters instead
+        if not isinstance(args, dict) or per_kernel or e.get("ph") != "C":
             continue
         for key, v in args.items():
             try:

@@ -531,7 +531,7 @@ def scan_file(path: str | Path, personal: bool = True, deep: bool = True) -> Sca
         if k in _CACHE:
             _CACHE.move_to_end(k)
             return _CACHE[k]
-    col = scan_sqlite(p, personal) if fmt == "nsys-sqlite" else scan_json(p, personal, deep)
+    col = scan_sqlite(p, personal) if fmt.endswith("-sqlite") else scan_json(p, personal, deep)
     res = ScanResult(str(path), fmt, col.hits, col.counts, col.partial)
     key = (*key, not col.partial)
     _CACHE[key] = res

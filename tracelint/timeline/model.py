@@ -71,6 +71,10 @@ class Timeline:
     metrics: pd.DataFrame = field(default_factory=lambda: empty_table("metrics"))
     python_frames: pd.DataFrame = field(default_factory=lambda: empty_table("python_frames"))
     meta: Meta = field(default_factory=Meta)
+    #: Per-kernel hardware counters recorded in the trace itself (CUPTI range profiler):
+    #: launch (row in kernels), kernel (name), metric, value, unit; the --ncu CSV's columns.
+    kernel_counters: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["launch", "kernel", "metric", "value", "unit"]))
 
     # ----- basic facts -------------------------------------------------------------------
     def table(self, name: str) -> pd.DataFrame:

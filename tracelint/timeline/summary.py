@@ -37,6 +37,7 @@ def streams(tl: Timeline) -> list[dict[str, Any]]:
 def trace_info(tl: Timeline) -> dict[str, Any]:
     m = tl.meta
     counts = tl.counts()
+    timed = m.extra.get("kernel_timing") != "synthetic"     # CUPTI range profiler: placeholders
     devices = []
     for d in sorted(set(tl.devices_in_use()) | {dev.id for dev in m.devices}):
         info = m.device(d)
@@ -47,7 +48,7 @@ def trace_info(tl: Timeline) -> dict[str, Any]:
             "sm_count": info.sm_count if info else None,
             "memory_bytes": info.memory_bytes if info else None,
             "active": in_use,
-            "busy_share": round(tl.gpu_busy_fraction(d), 6) if in_use else None,
+            "busy_share": round(tl.gpu_busy_fraction(d), 6) if in_use and timed else None,
         })
     resolved = tl.correlation_resolved_fraction()
     return {
@@ -62,13 +63,14 @@ def trace_info(tl: Timeline) -> dict[str, Any]:
         "world_size": m.world_size,
         "has_gpu_activity": tl.has_gpu_activity,
         "devices": devices,
-        "streams": streams(tl),
+        "streams": streams(tl) if timed else [],
         "counts": counts,
         "iterations": int((tl.ranges["kind"] == "step").sum()) if len(tl.ranges) else 0,
         "correlation_resolved_fraction": None if resolved is None else round(resolved, 6),
         "captured": sorted(m.captured),
-        "top_kernels": top_kernels(tl),
+        "top_kernels": top_kernels(tl) if timed else [],
         "notes": list(m.notes),
+        "kernel_timing": "measured" if timed else "synthetic",
     }
 
 

@@ -1,0 +1,161 @@
+"""jax.profiler traces (the TensorBoard profile plugin / XProf `*.trace.json.gz`) -> Timeline.
+
+Layout (XProf's trace-viewer JSON; xprof/tsl sources): Chrome-trace events, ts/dur in µs with
+up to picosecond decimals. Lanes are named by metadata: `process_name` gives each pid its
+XPlane (`/device:GPU:0`, `/device:TPU:0`, `/host:CPU`), `thread_name` each line. On a GPU
+plane the CUPTI lines `Stream #N(...)` hold kernels and `MemcpyH2D`/`MemcpyD2H`/... copies
+(args: `correlation_id`, `kernel_details` "regs:.. static_shared:.. grid:x,y,z block:x,y,z",
+`memcpy_details` "... size:N ..."), while the derived lines `XLA Modules` / `XLA Ops` / `Steps`
+group the same time by jitted module and HLO op: they become GPU-annotation ranges, never a
+second copy of the kernels. On a TPU plane (no stream lines) the `XLA Ops` line is the device
+work. Host lines hold the CUDA driver calls XLA makes (`cuLaunchKernel`, `cuMemcpy*`,
+`cuStreamSynchronize`, with `correlation_id`), which link to the device rows, and the host
+annotations (`PjitFunction(f)`, TraceAnnotation names; StepTraceAnnotation carries
+`step_num`).
+"""
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import msgspec
+
+from ..errors import TraceFormatError
+from ..timeline.model import Device, Meta, Timeline
+from .records import Rows, build_timeline, finish_meta
+
+DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU):(\d+)")
+API_NAME = re.compile(r"^(cu[A-Z]\w*|cuda[A-Z]\w*|hip[A-Z]\w*)$")
+COPY_NAME = re.compile(r"^Memcpy(H2D|D2H|D2D|P2P|HtoD|DtoH|DtoD|PtoP)", re.I)
+_COPY_KIND = {"HTOD": "H2D", "DTOH": "D2H", "DTOD": "D2D", "PTOP": "P2P"}
+DERIVED_LINES = ("XLA Modules", "XLA Ops", "Steps")
+_KV = re.compile(r"(\w+):([\w,.\-]+)")
+
+
+def looks_like_jax(head: bytes) -> bool:
+    """A trace-viewer JSON from jax.profiler: XPlane process names in the metadata events."""
+    return b'"/device:' in head or b'"/host:CPU"' in head
+
+
+def load_jax(path) -> Timeline:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        data = msgspec.json.Decoder(float_hook=str).decode(   # exact µs text, no float rounding
+            gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise TraceFormatError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    except msgspec.DecodeError as exc:
+        raise TraceFormatError(f"{path}: not valid JSON (truncated?): {exc}") from None
+    events = data.get("traceEvents") if isinstance(data, dict) else None
+    if not isinstance(events, list):
+        raise TraceFormatError(f"{path}: no traceEvents list: not a jax.profiler trace")
+    try:
+        return _timeline(events)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise TraceFormatError(f"{path}: malformed trace event: {type(exc).__name__}: {exc}") from None
+
+
+def _timeline(events: list) -> Timeline:
+    procs, threads = {}, {}
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "M" and isinstance(e.get("args"), dict):
+            if e.get("name") == "process_name":
+                procs[e.get("pid")] = str(e["args"].get("name", ""))
+            elif e.get("name") == "thread_name":
+                threads[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
+    devices = {pid: (m.group(1), int(m.group(2))) for pid, name in procs.items()
+               if (m := DEVICE_PLANE.match(name))}
+    has_streams = {pid for (pid, _), name in threads.items() if pid in devices and name.startswith("Stream")}
+    meta = Meta(format="jax-json", producer="jax.profiler / XProf trace viewer (version not recorded)")
+    meta.extra["framework"] = "jax"
+    meta.devices = [Device(id=i, name=None, vendor="google" if kind == "TPU" else None)   # model not recorded
+                    for kind, i in sorted(set(devices.values()), key=lambda d: d[1])]
+    rows = {t: Rows(t) for t in ("kernels", "copies", "memsets", "api_calls", "ranges")}
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        pid, tid, name = e.get("pid"), e.get("tid"), str(e.get("name", ""))
+        start, dur = _ns(e.get("ts")), _ns(e.get("dur", 0))
+        if start is None or dur is None:
+            continue
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        line = threads.get((pid, tid), "")
+        common = dict(start=start, end=start + max(dur, 0), name=name, pid=_int(pid), tid=_int(tid))
+        if pid in devices:
+            _device_event(rows, devices[pid][1], pid in has_streams, line, args, common)
+        elif API_NAME.match(name):
+            rows["api_calls"].add(api="driver" if name.startswith("cu") and not name.startswith("cuda")
+                                  else "runtime", correlation=_int(args.get("correlation_id")), **common)
+        elif not name.startswith("$"):               # "$file:line fn": Python tracer frames
+            step = _int(args.get("step_num"))          # StepTraceAnnotation: an iteration
+            rows["ranges"].add(kind="step" if step >= 0 else "annotation", step=step, **common)
+    tl = build_timeline(rows.values(), meta)
+    finish_meta(tl, {"cuda": tl.has_gpu_activity, "nvtx": len(tl.ranges)})
+    return tl
+
+
+def _device_event(rows, device: int, has_streams: bool, line: str, args: dict, common: dict) -> None:
+    """One event on a device plane: kernel, copy or memset (stream lines, or a TPU's XLA Ops
+    line), else a GPU-annotation range (derived lines) or nothing (other derived lines)."""
+    stream = _stream_of(line)
+    if has_streams and line.startswith("Stream") or not has_streams and line == "XLA Ops":
+        pid_host = -1    # the launching process is unknown until linked
+        corr = _int(args.get("correlation_id"))
+        m = COPY_NAME.match(common["name"])
+        base = dict(device=device, stream=stream, correlation=corr, start=common["start"],
+                    end=common["end"], name=common["name"], pid=pid_host)
+        if m:
+            details = dict(_KV.findall(str(args.get("memcpy_details", ""))))
+            rows["copies"].add(kind=_COPY_KIND.get(m.group(1).upper(), m.group(1).upper()),
+                               bytes=_int(details.get("size", details.get("num_bytes"))),
+                               src_kind=_mem_kind(details.get("kind_src")),
+                               dst_kind=_mem_kind(details.get("kind_dst")), **base)
+        elif common["name"].lower().startswith("memset"):
+            rows["memsets"].add(**base)
+        else:
+            k = dict(_KV.findall(str(args.get("kernel_details", ""))))
+            grid, block = _dim3(k.get("grid")), _dim3(k.get("block"))
+            rows["kernels"].add(registers_per_thread=_int(k.get("regs")),
+                                static_smem=_int(k.get("static_shared")),
+                                dynamic_smem=_int(k.get("dynamic_shared")),
+                                **{f"grid_{a}": v for a, v in zip("xyz", grid)},
+                                **{f"block_{a}": v for a, v in zip("xyz", block)}, **base)
+    elif line in DERIVED_LINES:
+        rows["ranges"].add(kind="gpu_annotation", device=device, stream=-1, **common)
+
+
+def _mem_kind(text) -> str:
+    """CUPTI memory kind names in memcpy_details -> the Timeline's src_kind/dst_kind words."""
+    t = str(text or "").lower()
+    return next((k for k in ("pageable", "pinned", "device", "managed", "array") if k in t), "unknown")
+
+
+def _stream_of(line: str) -> int:
+    m = re.match(r"Stream #(\d+)", line)
+    return int(m.group(1)) if m else -1
+
+
+def _ns(v) -> int | None:
+    """µs (int, or decimal text with up to ps digits) -> integer ns, rounded half up."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return int((Decimal(str(v)) * 1000).to_integral_value(rounding="ROUND_HALF_UP"))
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def _int(v) -> int:
+    try:
+        return int(str(v)) if v is not None and not isinstance(v, bool) else -1
+    except ValueError:
+        return -1
+
+
+def _dim3(text) -> tuple[int, int, int]:
+    parts = [_int(x) for x in str(text or "").split(",")]
+    return tuple(parts) if len(parts) == 3 else (-1, -1, -1)

@@ -1,0 +1,90 @@
+"""Row records -> Timeline, shared by the importers of smaller formats (rocprofv3 JSON, rocpd
+SQLite, JAX/XLA traces): they collect plain Python rows per table and this module makes the
+typed, sorted, nested tables, so each importer is only its format's parsing.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import numpy as np
+
+from ..timeline import classify
+from ..timeline.model import Meta, Timeline
+from ..timeline.nesting import nest
+from ..timeline.schema import TABLES, make_table
+
+#: Iteration markers: PyTorch's ProfilerStep#N, and "step N" / "iteration N" / "train_step#N".
+STEP_RX = re.compile(r"^(?:ProfilerStep#(\d+)|(?:\w*[_ ])?(?:iteration|iter|step)[ _#]?(\d+))$",
+                     re.I)
+
+
+class Rows:
+    """Column lists for one Timeline table; add() takes one row as keyword arguments."""
+
+    def __init__(self, table: str):
+        self.table = table
+        self.cols: dict[str, list] = {c: [] for c in TABLES[table]}
+
+    def add(self, **row) -> None:
+        for col, values in self.cols.items():
+            values.append(row.get(col, _UNKNOWN[TABLES[self.table][col]]))
+
+    def __len__(self) -> int:
+        return len(self.cols["start"]) if "start" in self.cols else len(self.cols["ts"])
+
+
+_UNKNOWN = {"int64": -1, "float64": np.nan, "bool": False, "category": "unknown", "object": None}
+
+
+def build_timeline(rows: Iterable[Rows], meta: Meta) -> Timeline:
+    """A Timeline from the importer's rows: each table sorted by start, names as categoricals,
+    API version suffixes stripped, ranges nested per thread with ProfilerStep-style steps."""
+    tl = Timeline(meta=meta)
+    for r in rows:
+        if not len(r):
+            continue
+        c = dict(r.cols)
+        if r.table == "api_calls":
+            c["name"] = [classify.strip_api_version(str(n)) for n in c["name"]]
+        if r.table == "ranges":
+            steps = [s if s >= 0 else _step(str(n)) for s, n in zip(c["step"], c["name"])]
+            c["step"] = steps
+            c["kind"] = ["step" if s >= 0 else k for s, k in zip(steps, c["kind"])]
+        order = np.argsort(np.asarray(c["start"] if "start" in c else c["ts"], np.int64),
+                           kind="stable")
+        c = {k: [v[i] for i in order] for k, v in c.items()}
+        df = make_table(r.table, c, len(order))
+        if r.table in ("ranges", "python_frames"):
+            group = (df["pid"].to_numpy() << 24) ^ df["tid"].to_numpy()
+            df["depth"], df["parent"] = nest(group, df["start"].to_numpy(), df["end"].to_numpy())
+        setattr(tl, r.table, df)
+    return tl
+
+
+def _step(name: str) -> int:
+    m = STEP_RX.match(name.strip())
+    return int(m.group(1) or m.group(2)) if m else -1
+
+
+def copy_kind_of(src_is_gpu: bool | None, dst_is_gpu: bool | None, same_agent: bool) -> str:
+    """H2D / D2H / D2D / P2P / H2H from which ends of a copy are GPUs (None: unknown)."""
+    if src_is_gpu is None or dst_is_gpu is None:
+        return "other"
+    if src_is_gpu and dst_is_gpu:
+        return "D2D" if same_agent else "P2P"
+    return {(False, True): "H2D", (True, False): "D2H"}.get((src_is_gpu, dst_is_gpu), "H2H")
+
+
+def finish_meta(tl: Timeline, captured: dict[str, bool]) -> None:
+    """Captured sources, raw counts and the launch-link note every importer reports."""
+    tl.meta.captured |= {k for k, v in captured.items() if v}
+    tl.meta.raw_event_counts = {**tl.counts(), **tl.meta.raw_event_counts}
+    frac = tl.correlation_resolved_fraction()
+    tl.meta.extra["correlation_resolved_fraction"] = frac
+    if frac is not None and frac < 1.0 and len(tl.api_calls):
+        n = len(tl.kernels)
+        tl.meta.notes.append(f"{round((1 - frac) * n)} of {n} kernels ({1 - frac:.1%}) have no "
+                             "launching API call in the trace")
+    if not tl.has_gpu_activity:
+        tl.meta.notes.append("no GPU activity in this trace")
