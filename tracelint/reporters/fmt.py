@@ -154,10 +154,9 @@ def where_parts(w: Where, origin_ns: int, name_limit: int | None = 80,
             path = ["…"] + path[-nvtx_depth:]
         out.append(("nvtx", " › ".join(path)))
     if w.file:
-        src = clean(w.file, 120) + (f":{w.line}" if w.line is not None else "")
-        if w.function:
-            src += f" ({clean(w.function, 60)})"
-        out.append(("source", src))
+        out.append(("source", clean(w.source_text(), 200)))
+    if getattr(w, "module_path", None):
+        out.append(("module", " › ".join(clean(m, 60) for m in w.module_path)))
     if w.kernel:
         out.append(("kernel", clean(w.kernel, name_limit)))
     return out

@@ -82,7 +82,9 @@ def _message(f: Finding, origin: int) -> str:
 def _locations(f: Finding, trace: dict[str, Any] | None) -> list[dict[str, Any]]:
     w = f.where
     phys: dict[str, Any] | None = None
-    art = _artifact(w.file) if w.file else None
+    # Library frames (site-packages) never resolve against the reviewed repository: they are
+    # named as logical locations, and the physical location falls back to the trace.
+    art = _artifact(w.file) if w.file and not w.library else None
     if art is not None:
         phys = {"artifactLocation": art}
         if w.line is not None and int(w.line) >= 1:
@@ -93,8 +95,15 @@ def _locations(f: Finding, trace: dict[str, Any] | None) -> list[dict[str, Any]]
     if phys:
         loc["physicalLocation"] = phys
     logical = []
-    if w.function and art is not None:
-        logical.append({"name": clean(w.function), "kind": "function"})
+    if w.function and (art is not None or w.library):
+        fn: dict[str, Any] = {"name": clean(w.function), "kind": "function"}
+        if w.library:
+            fn["fullyQualifiedName"] = f"{clean(w.file)}:{w.line}:{clean(w.function)}"
+            fn["properties"] = {"library": True}
+        logical.append(fn)
+    if w.module_path:
+        logical.append({"name": clean(w.module_path[-1]), "kind": "module",
+                        "fullyQualifiedName": ".".join(clean(m) for m in w.module_path)})
     if w.kernel:
         logical.append({"name": clean(w.kernel), "kind": "function",
                         "fullyQualifiedName": f"kernel:{clean(w.kernel)}"})
@@ -125,6 +134,10 @@ def _result(f: Finding, rule_index: int, trace: dict[str, Any] | None, origin: i
         props["nvtx_path"] = [clean(p) for p in w.nvtx_path]
     if w.kernel:
         props["kernel"] = clean(w.kernel)
+    if w.line_kind:
+        props["line_kind"] = w.line_kind      # call | def | start: what the region line is
+    if w.library:
+        props["library_code"] = True
     res: dict[str, Any] = {
         "ruleId": f.rule, "ruleIndex": rule_index, "level": LEVEL[f.severity.value],
         "kind": "fail",
