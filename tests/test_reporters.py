@@ -150,7 +150,7 @@ def test_terminal_summary_findings_and_evidence():
     assert "✓ system" in out and "✗ microarch not captured" in out
     assert "≠ kernel" in out                       # a contradicting measured layer
     assert "verdict partial" in out and "verdict conflict" in out
-    assert "models/train.py:42 (step)" in out
+    assert "at models/train.py:42 in `step()`" in out
     assert "similar cases: w4a16-ttft (82%)" in out
     # errors come first: the TL005 group is printed before TL001 and TL007
     assert out.index("TL005 hidden-sync") < out.index("TL001 launch-gap") < out.index("TL007 register-spill")

@@ -19,6 +19,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import re
 from dataclasses import dataclass, field
@@ -57,8 +58,33 @@ class SourceSite:
         where.module_path = list(self.module_path)
 
 
+#: Top-level packages that are third-party code wherever they appear: torch strips the
+#: site-packages prefix, so `transformers/models/bert/modeling_bert.py` arrives bare.
+KNOWN_LIBRARIES = frozenset((
+    "accelerate apex datasets deepspeed diffusers einops fairscale flash_attn huggingface_hub "
+    "jax lightning megatron numpy pandas peft pytorch_lightning safetensors scipy sklearn "
+    "tensorrt timm tokenizers torchvision torchaudio transformers triton vllm xformers").split())
+
+
 def is_library(file: str) -> bool:
-    return bool(classify.LIBRARY_CODE.search(file)) or bool(_OURS.search(file))
+    """Library code by its path: site-packages, the standard library, torch, known packages,
+    or a top-level package this Python installs into site-packages."""
+    if classify.LIBRARY_CODE.search(file) or _OURS.search(file):
+        return True
+    top = file.replace("\\", "/").split("/", 1)
+    return len(top) == 2 and (top[0] in KNOWN_LIBRARIES or _installed(top[0]))
+
+
+@lru_cache(maxsize=1024)
+def _installed(name: str) -> bool:
+    if not name.isidentifier():
+        return False
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    origin = (spec.origin or "") if spec else ""
+    return "site-packages" in origin or "dist-packages" in origin
 
 
 def callee_name(function: str) -> str | None:

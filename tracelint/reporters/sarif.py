@@ -168,8 +168,18 @@ def render_sarif(report: Report) -> dict[str, Any]:
     origin = int(report.timeline.span[0])
     results = [_result(f, index[f.rule], trace, origin, n)
                for n, f in enumerate(report.sorted_findings(), 1)]
+    return render_run(rules, results, [trace] if trace is not None else [],
+                      properties={"span_ns": int(report.timeline.span_ns),
+                                  "suppressed_by_baseline": int(report.suppressed),
+                                  "trace_format": report.timeline.meta.format or "unknown"},
+                      skipped=report.skipped)
+
+
+def render_run(rules: list[RuleInfo], results: list[dict[str, Any]], traces: list[dict[str, Any]],
+               properties: dict[str, Any], skipped: dict[str, str]) -> dict[str, Any]:
+    """A SARIF log with one run: the tool, its rules, the results and the linted traces."""
     notifications = [{"level": "note", "message": {"text": f"{rid} not run: {clean(why)}"},
-                      "descriptor": {"id": rid}} for rid, why in sorted(report.skipped.items())]
+                      "descriptor": {"id": rid}} for rid, why in sorted(skipped.items())]
     invocation: dict[str, Any] = {"executionSuccessful": True}
     if notifications:
         invocation["toolExecutionNotifications"] = notifications
@@ -179,17 +189,16 @@ def render_sarif(report: Report) -> dict[str, Any]:
                             "rules": [rule_descriptor(r) for r in rules]}},
         "invocations": [invocation],
         "results": results,
-        "properties": {"span_ns": int(report.timeline.span_ns),
-                       "suppressed_by_baseline": int(report.suppressed),
-                       "trace_format": report.timeline.meta.format or "unknown"},
+        "properties": properties,
     }
     if any(r.get("locations") and r["locations"][0].get("physicalLocation", {})
            .get("artifactLocation", {}).get("uriBaseId") == SRCROOT for r in results):
         run["originalUriBaseIds"] = {SRCROOT: {"description": {
             "text": "The root of the source tree the profiled program ran from."}}}
-    if trace is not None:
-        run["artifacts"] = [{"location": dict(trace), "roles": ["analysisTarget"],
-                             "description": {"text": "The profiler trace that was linted."}}]
+    if traces:
+        run["artifacts"] = [{"location": dict(t), "roles": ["analysisTarget"],
+                             "description": {"text": "The profiler trace that was linted."}}
+                            for t in traces]
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
