@@ -40,7 +40,7 @@ def _run(tmp_path: Path, traces: list, fail_on: str = "warning"):
            "GITHUB_RUN_ID": "777", "GITHUB_API_URL": "https://api.github.com",
            "GITHUB_TOKEN": "unused-in-dry-run", "GITHUB_WORKSPACE": str(tmp_path),
            "TRACELINT_REVIEW_DRY_RUN": str(tmp_path / "dry"), "PYTHONDONTWRITEBYTECODE": "1"}
-    res = subprocess.run([sys.executable, "-m", "tracelint.github_review", *map(str, traces),
+    res = subprocess.run([sys.executable, "-m", "tracelint.cli.github_review", *map(str, traces),
                           "--fail-on", fail_on, "--out", str(tmp_path / "out")],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     return res, tmp_path / "dry"
@@ -99,6 +99,6 @@ def test_action_runs_the_script():
     action = yaml.safe_load((REPO / "action.yml").read_text())
     assert action["runs"]["using"] == "composite"
     runs = " ".join(s.get("run", "") for s in action["runs"]["steps"])
-    assert "python -m tracelint.github_review" in runs
+    assert "python -m tracelint.cli.github_review" in runs
     assert action["runs"]["steps"][-1]["run"].strip() == "exit ${{ steps.lint.outputs.exit-code }}"
     assert {"traces", "fail-on", "source-root"} <= set(action["inputs"])

@@ -2,7 +2,7 @@
 write SARIF for code scanning and the full HTML report, post or update ONE pull-request
 comment (findings + gate result), and fail on --fail-on.
 
-    python -m tracelint.github_review TRACE [TRACE ...] [--fail-on warning] [--out DIR]
+    python -m tracelint.cli.github_review TRACE [TRACE ...] [--fail-on warning] [--out DIR]
 
 Why it is built this way:
 - One comment per pull request, found again by a hidden marker, so every push updates it
@@ -53,27 +53,20 @@ def report_url() -> str | None:
 
 def lint_traces(traces: list[str], fail_on: str, source_roots: list[str]):
     """(markdown, sarif dict, html, exit code) for one trace or one job of several."""
-    from .cli.lint import build_config, exit_code
-    from .ranks.job import is_job_input
+    from ..ranks.report import JobReport, scrub_job_report
+    from ..reporters import render
+    from ..secrets import scrub_report
+    from .lint import Format, _run, build_config
     cfg = build_config(None, None, None, None, fail_on, None, source_roots, None)
-    if is_job_input(traces):
-        from .ranks.job import lint_job
-        from .ranks.report import render_job_html, render_job_markdown, scrub_job_report
-        from .reporters.sarif_job import render_job_sarif
-        job = lint_job(traces, cfg, progress=False)
-        scrub_job_report(job)
-        return (render_job_markdown(job), render_job_sarif(job), render_job_html(job),
-                job.exit_code(cfg.fail_on))
-    from .engine.runner import lint
-    from .reporters.html import render_html
-    from .reporters.markdown import render_markdown
-    from .reporters.sarif import render_sarif
-    from .secrets import scrub_report
-    report = lint(traces[0], cfg)
-    report.source = traces[0]
-    scrub_report(report)
-    return (render_markdown(report, max_chars=COMMENT_LIMIT - 2000), render_sarif(report),
-            render_html(report), exit_code(report.findings, cfg.fail_on))
+    report = _run(traces, cfg, Format.json, ncu=None, annotate=None, quiet=True, jobs=None, dask=None)
+    (scrub_job_report if isinstance(report, JobReport) else scrub_report)(report)
+    if isinstance(report, JobReport):
+        markdown = render(report, "markdown")
+    else:
+        from ..reporters.markdown import render_markdown
+        markdown = render_markdown(report, max_chars=COMMENT_LIMIT - 2000)
+    return (markdown, json.loads(render(report, "sarif")), render(report, "html"),
+            report.exit_code(cfg.fail_on))
 
 
 def comment_body(markdown: str, code: int, fail_on: str, url: str | None) -> str:
@@ -138,7 +131,7 @@ def _existing_comment(event: dict, token: str) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tracelint.github_review",
+    ap = argparse.ArgumentParser(prog="python -m tracelint.cli.github_review",
                                  description="Lint CI traces for a pull request.")
     ap.add_argument("traces", nargs="+", help="trace files, a folder or a glob (several: one job)")
     ap.add_argument("--fail-on", default=os.environ.get("TRACELINT_FAIL_ON", "warning"),
@@ -147,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source-root", action="append", default=None,
                     help="the checked-out repository (default: $GITHUB_WORKSPACE)")
     args = ap.parse_args(argv)
-    from .errors import TracelintError
+    from ..errors import TracelintError
     roots = args.source_root or [os.environ.get("GITHUB_WORKSPACE") or os.getcwd()]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
