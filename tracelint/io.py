@@ -7,13 +7,20 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write to a temp file in the same folder, then rename: a crash never leaves half a file."""
+def write_atomic(path: str | Path, data: str | bytes, private: bool = False) -> None:
+    """Write to a temp file in the same folder, then rename: a crash never leaves half a file.
+
+    The file gets the permissions the user's umask gives new files (mkstemp alone would leave
+    0600, which breaks CI artifact uploads and shared report folders); private=True keeps
+    0600, for outputs that may hold unscrubbed secrets.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        if not private:
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as fh:
             fh.write(data)
         os.replace(tmp, path)
@@ -23,6 +30,12 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def readonly_sqlite_uri(path: str | Path) -> str:

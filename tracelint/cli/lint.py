@@ -63,6 +63,8 @@ def lint(
     path_map: Annotated[Optional[list[str]], typer.Option("--path-map", help="Rewrite a path prefix recorded in the trace: OLD=NEW (NEW may be empty to strip), e.g. /workspace/=.")] = None,
 ):
     """Lint a trace for performance anti-patterns."""
+    if quiet and verbose:
+        raise TracelintError("-q/--quiet and -v/--verbose contradict each other: give one")
     cfg = build_config(config, select, ignore, rules_dir, fail_on, baseline, source_root, path_map)
     raise typer.Exit(lint_and_report(
         traces, cfg, fmt, output=output, write_baseline=write_baseline, ncu=ncu, annotate=annotate,
@@ -101,7 +103,7 @@ def _run(traces: list[str], cfg: Config, fmt: Format, ncu: str | None, annotate:
          quiet: bool, jobs: int | None, dask: str | None):
     """One trace -> its Report; several ranks of a job -> the JobReport."""
     from ..ranks.job import is_job_input, lint_job
-    progress = fmt is Format.terminal and not quiet
+    progress = not quiet       # on stderr, and only when stderr is a terminal
     if dask or is_job_input(traces):
         if ncu or annotate:
             raise TracelintError("--ncu and --annotate apply to one trace; lint the rank's file alone")

@@ -14,6 +14,11 @@ from ..engine.report import Report
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
+#: The section names of a rule docstring (engine/rule.py), in order.
+DOC_SECTIONS = ("What it detects", "Why it hurts", "Evidence", "Fix",
+                "Counter-example (when it does not apply)", "Options", "References")
+_DOC_SECTION = re.compile(r"^(" + "|".join(re.escape(x) for x in DOC_SECTIONS) + r"):\s*")
+
 STATUS_MARK = {"measured": "✓", "not_captured": "✗", "not_applicable": "–", "estimated": "≈"}
 STATUS_WORDS = {"measured": "measured", "not_captured": "not captured",
                 "not_applicable": "not applicable", "estimated": "estimated"}
@@ -27,7 +32,11 @@ def clean(text: Any, limit: int | None = None) -> str:
     """
     s = _CONTROL.sub("", str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
     if limit is not None and len(s) > limit:
-        s = s[: max(limit - 1, 1)] + "…"
+        cut = s[: max(limit - 1, 1)]
+        space = cut.rfind(" ")
+        if space >= limit * 0.6:           # prose: end at a word, never mid-word
+            cut = cut[:space].rstrip(" ,;:")
+        s = cut + "…"
     return s
 
 
@@ -40,18 +49,20 @@ def num(x: Any) -> float:
 
 
 def fmt_ns(ns: Any) -> str:
-    """A duration in the largest unit that keeps it readable: 820 ns, 45.6 µs, 1.23 ms, 1.25 s."""
+    """A duration in the unit that suits it, with 3-4 significant digits: 820 ns, 45.60 µs,
+    1.23 ms, 382.5 ms, 10.03 s (never 10033725 µs). n/a for no number."""
     v = num(ns)
     if math.isnan(v):
         return "n/a"
     a = abs(v)
     if a < 1e3:
         return f"{v:.0f} ns"
-    if a < 1e6:
-        return f"{v / 1e3:.3g} µs" if a < 1e5 else f"{v / 1e3:.0f} µs"
-    if a < 1e9:
-        return f"{v / 1e6:.3g} ms" if a < 1e8 else f"{v / 1e6:.0f} ms"
-    return f"{v / 1e9:.3g} s" if a < 1e11 else f"{v / 1e9:.0f} s"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if a >= scale:
+            x = v / scale
+            return f"{x:,.0f} {unit}" if abs(x) >= 1000 else \
+                f"{x:.1f} {unit}" if abs(x) >= 100 else f"{x:.2f} {unit}"
+    return f"{v:.0f} ns"
 
 
 def fmt_ms(ns: Any) -> str:
@@ -183,3 +194,24 @@ def finding_windows(f: Finding) -> list[tuple[int, int]]:
     if w.start_ns is not None and w.end_ns is not None:
         return [(int(w.start_ns), int(w.end_ns))]
     return []
+
+
+def doc_markdown(doc: str) -> str:
+    """A rule docstring as Markdown: the summary line bold, then each section ("What it
+    detects:", "Fix:", ...) a paragraph of its own with its name in bold, wrapped lines joined."""
+    lines = doc.strip().splitlines()
+    if not lines:
+        return ""
+    paras: list[str] = [f"**{lines[0].strip()}**"]
+    current: list[str] = []
+    for ln in lines[1:]:
+        m = _DOC_SECTION.match(ln.strip())
+        if m or not ln.strip():
+            if current:
+                paras.append(" ".join(current))
+            current = [f"**{m.group(1)}:** {ln.strip()[m.end():]}"] if m else []
+        else:
+            current.append(ln.strip())
+    if current:
+        paras.append(" ".join(current))
+    return "\n\n".join(paras)

@@ -18,13 +18,11 @@ from .. import __version__
 from ..engine.finding import LAYERS, Finding
 from ..engine.report import Report, RuleInfo
 from ..io import write_atomic
-from .fmt import clean, fmt_ms, fmt_share, window_text
+from .fmt import clean, doc_markdown, fmt_ms, fmt_share, window_text
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 SRCROOT = "%SRCROOT%"
-_SECTION = re.compile(r"^(What it detects|Why it hurts|Evidence|Fix|Counter-example[^:]*|"
-                      r"Options|References):", re.M)
 
 
 def _uri(path: str) -> tuple[str, str | None] | None:
@@ -52,18 +50,13 @@ def _artifact(path: str) -> dict[str, Any] | None:
     return loc
 
 
-def _doc_markdown(doc: str) -> str:
-    """The rule docstring with its section names in bold."""
-    return _SECTION.sub(lambda m: f"**{m.group(1)}:**", doc)
-
-
 def rule_descriptor(r: RuleInfo) -> dict[str, Any]:
     doc = r.doc or r.summary or r.title
     return {
         "id": r.id, "name": r.slug,
         "shortDescription": {"text": r.title or r.slug},
         "fullDescription": {"text": r.summary or r.title or r.slug},
-        "help": {"text": doc, "markdown": _doc_markdown(doc)},
+        "help": {"text": doc, "markdown": doc_markdown(doc)},
         "defaultConfiguration": {"level": LEVEL.get(r.severity, "warning")},
         "properties": {"tags": ["performance", *r.layers], "layers": list(r.layers)},
     }
