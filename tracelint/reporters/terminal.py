@@ -31,7 +31,22 @@ def _e(text, limit: int | None = None) -> str:
 
 
 def _print(console: Console, markup: str = "") -> None:
-    console.print(markup, emoji=False, highlight=False, soft_wrap=console.width >= NO_WRAP)
+    """Print markup lines in one call. Unwrapped consoles get the text as is; a console that
+    wraps gets each line as an indented block, so continuation lines stay under their text
+    instead of falling back to column 0."""
+    if console.width >= NO_WRAP:
+        console.print(markup, emoji=False, highlight=False, soft_wrap=True)
+        return
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.text import Text
+    blocks = []
+    for line in markup.split("\n"):
+        body = line.lstrip(" ")
+        indent = len(line) - len(body)
+        text = Text.from_markup(body, emoji=False)
+        blocks.append(Padding(text, (0, 0, 0, indent)) if indent else text)
+    console.print(Group(*blocks), highlight=False)
 
 
 #: Width given to a console that is not a terminal and has no COLUMNS: lines are not wrapped.
@@ -227,10 +242,16 @@ def render_terminal(report: Report, console: Console, verbose: bool = False,
         out += ["", f"[bold]{escape(rule)} {_e(f0.slug)}[/] — {_e(f0.title)} "
                     f"[dim]({len(fs)} finding{'s' if len(fs) != 1 else ''}, "
                     f"{fmt_ns(total)} total)[/]"]
+        fix_of: dict[str, int] = {}
         for f in fs:
             n = number[id(f)]
             if verbose or n <= max_full:
-                out += _finding_block(n, f, origin, verbose)
+                block = _finding_block(n, f, origin, verbose)
+                if f.fix and f.fix in fix_of and not verbose:     # same advice: say so once
+                    block = [ln if not ln.startswith("    [bold]fix:[/]") else
+                             f"    [bold]fix:[/] as for #{fix_of[f.fix]}" for ln in block]
+                fix_of.setdefault(f.fix, n)
+                out += block
             elif short < max_lines:
                 out.append("  " + _quiet_line(n, f, origin))
                 short += 1
