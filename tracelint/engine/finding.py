@@ -111,7 +111,8 @@ class Where:
     kernel: str | None = None
     rank: int | None = None
     # What `line` is: "call" (the line making the call), "def" (the function's first line:
-    # torch.profiler names frames so), "start" (the line running when profiling began).
+    # torch.profiler names frames so), "start" (the line running when profiling began),
+    # "native" (a native call-stack frame: function and binary, no line).
     line_kind: str | None = None
     callee: str | None = None          # what the frame was calling (`item`, `mse_loss`)
     library: bool | None = None        # True: no user frame on the stack, this is library code
@@ -140,6 +141,8 @@ class Where:
             text = f"at {at}"
         elif self.line is None and self.line_kind is None:     # e.g. a JSON path in the trace
             text = f"at {at} ({fn})"
+        elif self.line_kind == "native":      # nsys --cudabacktrace: a function, no line
+            text = f"in `{fn}` of {self.file} (native frame: the trace names no source line)"
         elif self.line_kind == "def":
             text = f"in `{fn}()`, defined at {at}"
         elif self.line_kind == "start":

@@ -228,6 +228,8 @@ def site_in_stack(enc: pd.DataFrame, window: tuple[int, int] | None,
     the sys.path prefix from frame paths (`transformers/pipelines/base.py`, no site-packages),
     so when some frame is found there, frames that are not count as library code too.
     """
+    if lines == "native":
+        return _native_site(enc)
     files, fns = enc["file"].astype(str).tolist(), enc["function"].astype(str).tolist()
     line_vals = enc["line"].tolist()
     starts, ends = enc["start"].tolist(), enc["end"].tolist()
@@ -257,3 +259,33 @@ def site_in_stack(enc: pd.DataFrame, window: tuple[int, int] | None,
 
 def f_builtin(file: str) -> bool:
     return file.startswith("<")
+
+
+#: Native frames that are not the user's code: the CUDA driver/runtime/profiler libraries, the
+#: C/C++ runtime, the loader, Python and framework libraries.
+NATIVE_LIBRARY = re.compile(
+    r"(^|/)(lib(cuda|cudart|cupti|nvidia[\w-]*|c|m|dl|rt|pthread|stdc\+\+|gcc_s|torch\w*|c10\w*|"
+    r"python[\d.]*|nccl|rccl|cublas\w*|cudnn\w*|nvrtc\w*|amdhip64|mpi\w*|ucp|ucs|gomp|omp)"
+    r"[.-][^/]*|ld-linux[^/]*|python[\d.]*)$|site-packages|dist-packages|^/usr/lib|^/lib")
+#: CUDA runtime API templates inlined into the user's binary (`cudaMalloc<double>`).
+_CUDA_WRAPPER = re.compile(r"(^|\s)cu(da)?[A-Z]\w*\s*[<(]|^cu(da)?[A-Z]\w*$")
+
+
+def _native_site(enc: pd.DataFrame) -> SourceSite | None:
+    """The innermost native frame in the user's own binaries (nsys --cudabacktrace)."""
+    files, fns = enc["file"].astype(str).tolist(), enc["function"].astype(str).tolist()
+    frames = list(zip(files, fns))
+    chosen = next(((f, fn) for f, fn in frames
+                   if not NATIVE_LIBRARY.search(f) and not _CUDA_WRAPPER.search(fn)
+                   and not fn.startswith("0x")), None)
+    library = chosen is None
+    if chosen is None:
+        chosen = next(((f, fn) for f, fn in frames if not fn.startswith("0x")), None)
+    if chosen is None:
+        return None
+    callee = next((fn for f, fn in reversed(frames[:frames.index(chosen)])
+                   if not fn.startswith("0x")), None)
+    name = re.sub(r"\(.*\)\s*$", "", chosen[1]).strip()
+    name = name.split()[-1] if " " in name and "<" not in name else name
+    return SourceSite(chosen[0].rsplit("/", 1)[-1], None, name, "native",
+                      re.sub(r"\(.*$", "", callee).split()[-1] if callee else None, library)

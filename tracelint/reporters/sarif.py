@@ -77,7 +77,7 @@ def _locations(f: Finding, trace: dict[str, Any] | None) -> list[dict[str, Any]]
     phys: dict[str, Any] | None = None
     # Library frames (site-packages) never resolve against the reviewed repository: they are
     # named as logical locations, and the physical location falls back to the trace.
-    art = _artifact(w.file) if w.file and not w.library else None
+    art = _artifact(w.file) if w.file and not w.library and w.line_kind != "native" else None
     if art is not None:
         phys = {"artifactLocation": art}
         if w.line is not None and int(w.line) >= 1:
@@ -88,7 +88,7 @@ def _locations(f: Finding, trace: dict[str, Any] | None) -> list[dict[str, Any]]
     if phys:
         loc["physicalLocation"] = phys
     logical = []
-    if w.function and (art is not None or w.library):
+    if w.function and (art is not None or w.library or w.line_kind == "native"):
         fn: dict[str, Any] = {"name": clean(w.function), "kind": "function"}
         if w.library:
             fn["fullyQualifiedName"] = f"{clean(w.file)}:{w.line}:{clean(w.function)}"
