@@ -125,12 +125,6 @@ def add(
     from ..engine.config import Config
     if (finding is None) == (rule is None):
         raise fail("give either --finding N, or --rule ID with --window START:END")
-    if library is None:      # never a folder of whatever directory the user stands in
-        configured = list(getattr(_config(config), "case_libraries", None) or [])
-        if not configured:
-            raise fail("--library DIR: which case library to add to (or set case-libraries "
-                       "in tracelint.toml)")
-        library = configured[0]
     if finding is not None and window is not None:
         raise fail("--window goes with --rule; --finding cuts around the finding's own window")
     if rule is not None and window is None:
@@ -161,6 +155,12 @@ def add(
         if rule not in known:
             raise fail(f"--rule {rule}: unknown rule (see `tracelint rules`)")
         win = _parse_window(window)
+    if library is None:      # never a folder of whatever directory the user stands in
+        configured = list(getattr(_config(config), "case_libraries", None) or [])
+        if not configured:
+            raise fail("--library DIR: which case library to add to (or set case-libraries "
+                       "in tracelint.toml)")
+        library = configured[0]
     added = create_case(trace, Path(library), finding=f, timeline=tl, rule=rule, window=win,
                         context_ns=context_ns, case_id=case_id, title=title, fields=fields,
                         tags=tags, extra_metrics=metrics, rollback=rb,
