@@ -5,8 +5,8 @@ hidden synchronisation, TL005/TL010), so the host cannot run ahead and launch th
 the GPU idles between iterations. On the CPU the call is cheap, but the trace still shows the
 `aten::item` read-back in `record()`, once per iteration. Fixed twin: item_fixed.py.
 
-torch.profiler stacks name each Python frame by the line where the function starts, so the
-finding points at `def record` (the frame that issued the read-back).
+torch.profiler stacks name each Python frame by the line where the function starts; tracelint
+reads this file to narrow that to the `.item()` call inside `record()`.
 """
 import torch
 

@@ -130,7 +130,7 @@ class HiddenSync(Rule):
         label = {"read": "device-to-host read", "sync": "synchronisation",
                  "copy": "synchronous device-to-host copy", "alloc": "allocator call"}[kind]
         via = f" in `{op}`" if op else ""
-        at = f" at {where.file}:{where.line}" if where.file else ""
+        at = f" {where.source_text()}" if where.file else ""
         dev = f"GPU {device}" if device >= 0 else "the GPU"
         system = Evidence.measured(
             f"{n} `{api_name}` calls{via} ({label}) "

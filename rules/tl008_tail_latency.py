@@ -148,8 +148,8 @@ class TailLatency(Rule):
         impact = int((d[tidx] - p50).sum())
         worst = int(sidx[np.argmax(dd)])
         system = Evidence.measured(
-            f"{len(dd)} steady iterations: P50 {p50 / 1e6:.3f} ms, P90 {p90 / 1e6:.3f} ms, "
-            f"P99 {p99 / 1e6:.3f} ms (P99/P50 {p99 / p50:.2f}); {len(tidx)} iteration(s) at "
+            f"{len(dd)} steady iterations: P50 {p50 / 1e6:.3f} ms, {_upper(dd, p50, p90, p99)}; "
+            f"{len(tidx)} iteration(s) at "
             f"≥ {opt.ratio:g}× P50 lose {impact / 1e6:.3f} ms over P50; {win_txt}"
             + (f"; cold start excluded: {len(cold)} iteration(s)" if len(cold) else "")
             + ("; " + "; ".join(notes) if notes else "") + ".",
@@ -167,7 +167,8 @@ class TailLatency(Rule):
         micro = ctx.microarch(_main_device(tl), int(s[worst]), int(e[worst]))
         yield self.finding(
             ctx,
-            message=(f"Iteration P99 {p99 / 1e6:.2f} ms is {p99 / p50:.1f}× P50 {p50 / 1e6:.2f} ms; "
+            message=(f"Iteration {_tail_label(dd)} {_tail_value(dd, p99) / 1e6:.2f} ms is "
+                     f"{_tail_value(dd, p99) / p50:.1f}× P50 {p50 / 1e6:.2f} ms (n={len(dd)}); "
                      f"{len(tidx)} slow iteration(s) (worst #{num[worst]}, {d[worst] / 1e6:.2f} ms) "
                      f"lose {impact / 1e6:.2f} ms"),
             impact_ns=impact, where=where, occurrences=len(tidx),
@@ -201,8 +202,8 @@ class TailLatency(Rule):
         where = ctx.where_for_host(int(gpid[worst]), int(gtid[worst]), int(s[worst]))
         where.start_ns, where.end_ns = int(s[worst]), int(e[worst])
         system = Evidence.measured(
-            f"`{name}`: {len(dd)} steady instances, P50 {p50 / 1e6:.3f} ms, P90 {p90 / 1e6:.3f} ms, "
-            f"P99 {p99 / 1e6:.3f} ms (P99/P50 {p99 / p50:.2f}); {len(tidx)} instance(s) at "
+            f"`{name}`: {len(dd)} steady instances, P50 {p50 / 1e6:.3f} ms, {_upper(dd, p50, p90, p99)}; "
+            f"{len(tidx)} instance(s) at "
             f"≥ {opt.range_ratio:g}× P50 add {impact / 1e6:.3f} ms"
             + (f"; {len(cold)} cold-start instance(s) excluded" if len(cold) else "") + ".",
             instances=Measure(len(dd), "count"), p50_ns=Measure(p50, "ns"), p90_ns=Measure(p90, "ns"),
@@ -213,7 +214,8 @@ class TailLatency(Rule):
         micro = ctx.microarch(_main_device(tl), int(s[worst]), int(e[worst]))
         return self.finding(
             ctx,
-            message=(f"`{name}` P99 {p99 / 1e6:.2f} ms is {p99 / p50:.1f}× its P50 {p50 / 1e6:.2f} ms; "
+            message=(f"`{name}` {_tail_label(dd)} {_tail_value(dd, p99) / 1e6:.2f} ms is "
+                     f"{_tail_value(dd, p99) / p50:.1f}× its P50 {p50 / 1e6:.2f} ms (n={len(dd)}); "
                      f"{len(tidx)} slow instance(s) add {impact / 1e6:.2f} ms"),
             impact_ns=impact, where=where, occurrences=len(tidx),
             windows=_worst_windows(s, e, d, tidx),
@@ -295,6 +297,26 @@ def _busy_evidence(ctx, s, e, tail_idx, typical_idx, by_iteration: bool) -> Evid
         tail_gpu_busy_delta_ns=Measure(round(d_busy), "ns"),
         tail_gpu_idle_delta_ns=Measure(round(d_idle), "ns"),
         typical_gpu_busy_ns=Measure(round(n_busy), "ns"))
+
+
+#: Fewer samples than this and a "P99" is only an interpolation near the maximum: say max.
+P99_MIN_SAMPLES = 100
+
+
+def _tail_label(dd: np.ndarray) -> str:
+    return "P99" if len(dd) >= P99_MIN_SAMPLES else "max"
+
+
+def _tail_value(dd: np.ndarray, p99: float) -> float:
+    return p99 if len(dd) >= P99_MIN_SAMPLES else float(np.max(dd))
+
+
+def _upper(dd: np.ndarray, p50: float, p90: float, p99: float) -> str:
+    """The upper statistics the sample size supports: P90 from 10, P99 from 100, else max."""
+    parts = [f"P90 {p90 / 1e6:.3f} ms"] if len(dd) >= 10 else []
+    label, value = _tail_label(dd), _tail_value(dd, p99)
+    parts.append(f"{label} {value / 1e6:.3f} ms ({label}/P50 {value / p50:.2f})")
+    return ", ".join(parts)
 
 
 def _tail_metrics(p50: float, p99: float, tail_count: int) -> dict[str, Measure]:

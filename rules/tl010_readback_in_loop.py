@@ -82,7 +82,7 @@ class ReadbackInLoop(Rule):
             return
         sites: dict[tuple, list[int]] = {}
         for i, (pid, tid, t, name) in enumerate(zip(ops["pid"], ops["tid"], ops["start"], ops["name"])):
-            frame = ctx.python_frame_at(int(pid), int(tid), int(t))
+            frame = ctx.source_at(int(pid), int(tid), int(t))
             sites.setdefault((str(name), frame), []).append(i)
         n_steps = len(steps)
         for (name, frame), rows in sites.items():
@@ -96,8 +96,8 @@ class ReadbackInLoop(Rule):
                           end_ns=int(first["end"]), rank=tl.meta.rank,
                           iteration=int(s_num[k[rows[0]]]))
             if frame is not None:
-                where.file, where.line, where.function = frame
-            loc = f" at {where.file}:{where.line}" if frame else ""
+                frame.apply(where)
+            loc = f" {where.source_text()}" if frame else ""
             system = Evidence.measured(
                 f"`{name}` reads a value back to the host {len(rows)} times in {len(iters)} of "
                 f"{n_steps} iterations{loc}.",

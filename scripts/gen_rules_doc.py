@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from tracelint.api import available_rules, lint
+from tracelint.reporters.fmt import doc_markdown
 from tracelint.synth.scenarios import all_scenarios, evaluate, scenario_config, write
 
 
@@ -82,8 +83,7 @@ def main() -> None:
     for r in rules:
         out += ["", f"## {r.id} {r.slug}", "", f"*{r.title}* — severity `{r.severity.value}`, "
                 f"layers {', '.join(sorted(x.value for x in r.layers))}.", ""]
-        doc = r.doc().splitlines()
-        out += [doc[0], ""] + [ln for ln in doc[1:]]
+        out += [doc_markdown(r.doc())]
         opts = r.option_docs()
         if opts:
             out += ["", "| option | default | meaning |", "|---|---|---|"]

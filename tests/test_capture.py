@@ -30,7 +30,7 @@ def _capture(tmp_path, example: str):
 def test_item_in_loop_found_at_its_line(tmp_path):
     report, manifest = _capture(tmp_path, "item_in_loop.py")
     assert manifest["steps_seen"] == 8 and manifest["trace_written"]
-    line = _line_of(EXAMPLES / "item_in_loop.py", "ANTI-PATTERN")
+    line = _line_of(EXAMPLES / "item_in_loop.py", "losses.append(loss.item())")   # the call
     hits = [f for f in report["findings"] if f["rule"] in ("TL005", "TL010")]
     assert hits, [f["rule"] for f in report["findings"]]
     assert any(f["where"].get("line") == line and f["where"]["file"].endswith("item_in_loop.py")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 from collections import Counter
 from decimal import Decimal
 from functools import lru_cache
@@ -48,7 +49,10 @@ def reference(path: Path) -> dict:
         "api_calls": sum(count[c] for c in API_CATS),
         "ranges": sum(count[c] for c in RANGE_CATS),
         "syncs": count["cuda_sync"],
-        "python_frames": count["python_function"],
+        # Python tracer events, else one frame per entry of legacy args["Call stack"] strings
+        "python_frames": count["python_function"] or sum(
+            len([f for f in e["args"]["Call stack"].split(";") if re.match(r".*\(\d+\): ", f)])
+            for e in xs if e.get("cat") in RANGE_CATS and (e.get("args") or {}).get("Call stack")),
         "kernel_starts": sorted(int(s) for s, _ in ns),
         "kernel_ns": int(sum(d for _, d in ns)),
         "linked": linked / len(kernels) if kernels else None,

@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, int]] = [
     ("tracelint.cases.library", 6), ("tracelint.cases.preconditions", 6), ("tracelint.cases.yaml_style", 6),
     ("tracelint.api", 7),
     ("tracelint.reporters", 8), ("tracelint.analysis", 8), ("tracelint.cases", 8),
+    ("tracelint.reporters.fmt", 3),    # the ONE number/duration style: rules and cases use it
     ("tracelint.ranks", 8), ("tracelint.capture", 8),
     ("tracelint.cli", 9), ("tracelint.__main__", 10),
     ("tracelint", 0),                  # the root package: version and a lazy facade (below)

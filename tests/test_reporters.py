@@ -141,16 +141,16 @@ def empty_report() -> Report:
 # ----- terminal ------------------------------------------------------------------------------
 def test_terminal_summary_findings_and_evidence():
     out = term(make_report())
-    assert "span 23.404 ms" in out
+    assert "span 23.40 ms" in out
     assert "GPU 0 NVIDIA A100 busy 54.6%" in out
     assert "findings: 6 (2 error, 2 warning, 2 info)" in out
     for rid in ("TL001 launch-gap", "TL005 hidden-sync", "TL007 register-spill"):
         assert rid in out
-    assert "impact 1.030 ms (4.4% of span)" in out
+    assert "impact 1.03 ms (4.4% of span)" in out
     assert "✓ system" in out and "✗ microarch not captured" in out
     assert "≠ kernel" in out                       # a contradicting measured layer
     assert "verdict partial" in out and "verdict conflict" in out
-    assert "models/train.py:42 (step)" in out
+    assert "at models/train.py:42 in `step()`" in out
     assert "similar cases: w4a16-ttft (82%)" in out
     # errors come first: the TL005 group is printed before TL001 and TL007
     assert out.index("TL005 hidden-sync") < out.index("TL001 launch-gap") < out.index("TL007 register-spill")

@@ -14,10 +14,14 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> None:
+def write_atomic(path: str | Path, data: str | bytes, private: bool = False) -> None:
     """Write to a temp file in the same folder, then rename: a crash never leaves half a file.
     Only a regular file (or a new one) is replaced so: a device node or a FIFO is written
-    straight into (renaming over /dev/null would turn it into a file); a directory is refused."""
+    straight into (renaming over /dev/null would turn it into a file); a directory is refused.
+
+    The file gets the permissions the user's umask gives new files (mkstemp alone would leave
+    0600, which breaks CI artifact uploads and shared report folders); private=True keeps
+    0600, for outputs that may hold unscrubbed secrets."""
     from .errors import TracelintError
     path = Path(path)
     shown = _shown(path)
@@ -41,6 +45,8 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     except OSError as exc:
         raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
     try:
+        if not private:
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **enc) as fh:
             fh.write(data)
         os.replace(tmp, path)
@@ -52,6 +58,12 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         if isinstance(exc, OSError):
             raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _shown(path) -> str:
@@ -146,6 +158,7 @@ def gunzip_capped(data: bytes, path: str | Path) -> bytes:
     """Stream-decompress gzip `data` (all members) within the limits above; TraceFormatError
     (one line) when the data is corrupt or expands past a limit."""
     import zlib
+
     from .errors import TraceFormatError
     max_bytes = _env_limit("TRACELINT_GZIP_MAX_BYTES", GZIP_MAX_BYTES)
     max_ratio = _env_limit("TRACELINT_GZIP_MAX_RATIO", GZIP_MAX_RATIO)

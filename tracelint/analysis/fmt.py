@@ -6,19 +6,15 @@ import re
 
 import numpy as np
 
+from ..reporters.fmt import fmt_ns as _fmt_ns
 from .stats import Comparison
 
 
 def fmt_ns(ns) -> str:
-    """Human time: 1.23 s, 4.56 ms, 7.8 µs, 90 ns ('–' for none)."""
+    """A duration in the one style of reporters/fmt.py; '–' for none."""
     if ns is None or (isinstance(ns, float) and np.isnan(ns)):
         return "–"
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            v = ns / scale
-            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
-    return f"{ns:.0f} ns"
+    return _fmt_ns(ns)
 
 
 def fmt_change(c: Comparison | None, unit: str = "ns") -> str:

@@ -36,6 +36,7 @@ import msgspec
 
 from ..errors import TraceFormatError
 from ..io import copy_sqlite
+from ..reporters.fmt import fmt_ns
 from .model import CaseError
 
 #: Stored (compressed) bytes one excerpt may take; see docs/cases.md for the reasoning.
@@ -120,11 +121,7 @@ def cut_to_fit(src: str | Path, out: str | Path, window: tuple[int, int], contex
     raise CaseError(
         f"the excerpt of window {a}:{b} is {info.stored_bytes / 1024:.0f} KiB stored even with no "
         f"context, over the {limit // 1024} KiB limit for a case excerpt; pick a narrower --window "
-        f"(tried context {', '.join(_fmt_ns(c) for c in tried)})")
-
-
-def _fmt_ns(ns: int) -> str:
-    return f"{ns / 1e6:g} ms" if ns >= 1_000_000 else f"{ns / 1e3:g} µs" if ns >= 1000 else f"{ns} ns"
+        f"(tried context {', '.join(fmt_ns(c) for c in tried)})")
 
 
 # ----- Kineto --------------------------------------------------------------------------------

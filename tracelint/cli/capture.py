@@ -13,6 +13,7 @@ import typer
 
 from .app import app, fail
 from .common import stderr
+from .lint import Format
 
 
 def _python_command(cmd: list[str]) -> tuple[str, list[str]]:
@@ -75,7 +76,7 @@ def capture(
     with_stack: Annotated[bool, typer.Option("--with-stack/--no-stack", help="Record Python stacks (findings point at source lines).")] = True,
     nsys: Annotated[bool, typer.Option("--nsys", help="Capture with Nsight Systems instead of torch.profiler.")] = False,
     gpu_metrics: Annotated[bool, typer.Option("--gpu-metrics", help="With --nsys: sample GPU hardware metrics.")] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Report format printed after capture.")] = "terminal",
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Report format printed after capture.")] = Format.terminal,
     lint_after: Annotated[bool, typer.Option("--lint/--no-lint", help="Lint the trace after capture.")] = True,
     select: Annotated[Optional[list[str]], typer.Option("--select", help="Rules to run.")] = None,
 ):
@@ -111,6 +112,7 @@ def capture(
     stderr.print(f"trace written: {trace}")
     if not lint_after:
         return
-    from .lint import Format, build_config, lint_and_report
-    raise typer.Exit(lint_and_report([str(trace)], build_config(None, select, None, None, None, None),
-                                     Format(fmt)))
+    from .lint import build_config, lint_and_report
+    scripts = [str(Path(a).resolve().parent) for a in cmd if a.endswith(".py") and Path(a).is_file()]
+    raise typer.Exit(lint_and_report(
+        [str(trace)], build_config(None, select, None, None, None, None, scripts[:1]), fmt))

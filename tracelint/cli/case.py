@@ -4,7 +4,7 @@
     tracelint case add trace.json.gz --rule TL003 --window 1000:2000000 --library perf-cases
     tracelint case check                      # replay every case of the built-in library
     tracelint case check perf-cases           # exit 1 when a case no longer reproduces
-    tracelint case render -o docs/cases
+    tracelint case render -o docs/cases       # default folder: ./tracelint-cases
 """
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ case_app = typer.Typer(name="case", no_args_is_help=True, add_completion=False,
                             "counter-example and rollback trigger, replayed from trace excerpts.")
 app.add_typer(case_app, name="case")
 
-DEFAULT_LIBRARY = "fixtures/cases"
 _ROLLBACK = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(>=|<=|>|<)\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
 _METRIC = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*=\s*(?:([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*->\s*)?"
                      r"([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
@@ -105,7 +104,7 @@ def add(
     context_ns: Annotated[Optional[int], typer.Option("--context-ns", min=0, help="Extra time kept on both sides of the window (ns); default: the window's length, at least 200 µs. Shrunk to fit the size limit.")] = None,
     case_id: Annotated[Optional[str], typer.Option("--id", help="Case id (a slug); default from the rule and the trace name.")] = None,
     title: Annotated[Optional[str], typer.Option("--title", help="One-line title.")] = None,
-    library: Annotated[str, typer.Option("--library", help="Library folder to add the case to.")] = DEFAULT_LIBRARY,
+    library: Annotated[Optional[str], typer.Option("--library", help="Library folder to add the case to; default: the first `case-libraries` entry of tracelint.toml.")] = None,
     symptom: Annotated[Optional[str], typer.Option("--symptom", help="What users saw.")] = None,
     observation: Annotated[Optional[str], typer.Option("--observation", help="What the trace shows (default: the finding's measured evidence).")] = None,
     judgement: Annotated[Optional[str], typer.Option("--judgement", help="Why it happened.")] = None,
@@ -157,6 +156,12 @@ def add(
         if rule not in known:
             raise fail(f"--rule {rule}: unknown rule (see `tracelint rules`)")
         win = _parse_window(window)
+    if library is None:      # never a folder of whatever directory the user stands in
+        configured = list(getattr(_config(config), "case_libraries", None) or [])
+        if not configured:
+            raise fail("--library DIR: which case library to add to (or set case-libraries "
+                       "in tracelint.toml)")
+        library = configured[0]
     added = create_case(trace, Path(library), finding=f, timeline=tl, rule=rule, window=win,
                         context_ns=context_ns, case_id=case_id, title=title, fields=fields,
                         tags=tags, extra_metrics=metrics, rollback=rb,
@@ -268,7 +273,7 @@ def check(
 @case_app.command("render")
 def render(
     directory: Annotated[Optional[str], typer.Argument(metavar="[DIR]", help="Library folder; default: the built-in library.")] = None,
-    output: Annotated[str, typer.Option("--output", "-o", help="Folder for <id>.md pages and index.md.")] = "docs/cases",
+    output: Annotated[str, typer.Option("--output", "-o", help="Folder for <id>.md pages and index.md (created).")] = "tracelint-cases",
 ):
     """Write one Markdown page per case and an index."""
     from ..cases.library import builtin_library, load_library

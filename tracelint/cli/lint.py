@@ -21,9 +21,12 @@ class Format(str, Enum):
 
 
 def build_config(config: str | None, select: list[str] | None, ignore: list[str] | None,
-                 rules_dir: list[str] | None, fail_on: str | None, baseline: str | None) -> Config:
+                 rules_dir: list[str] | None, fail_on: str | None, baseline: str | None,
+                 source_root: list[str] | None = None, path_map: list[str] | None = None) -> Config:
     """Defaults < config file < CLI flags."""
     cfg = load_config(config)
+    cfg.source_roots = list(source_root or []) + cfg.source_roots
+    cfg.path_map = list(path_map or []) + cfg.path_map
     if select:
         cfg.select = [s for item in select for s in item.split(",") if s]
     if ignore:
@@ -57,9 +60,13 @@ def lint(
     scrub_paths: Annotated[bool, typer.Option("--scrub-paths", help="Also anonymise home directories, user and host names in the report.")] = False,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Worker processes for a multi-rank job (default: min(CPUs, ranks)).")] = None,
     dask: Annotated[Optional[str], typer.Option("--dask", help="Run the per-rank work on this Dask scheduler (tcp://host:8786); the workers read the traces (shared path or fsspec URL).")] = None,
+    source_root: Annotated[Optional[list[str]], typer.Option("--source-root", help="Folder the profiled code lives in (repeatable): source lines are narrowed to the call and SARIF paths made relative to it.")] = None,
+    path_map: Annotated[Optional[list[str]], typer.Option("--path-map", help="Rewrite a path prefix recorded in the trace: OLD=NEW (NEW may be empty to strip), e.g. /workspace/=.")] = None,
 ):
     """Lint a trace for performance anti-patterns."""
-    cfg = build_config(config, select, ignore, rules_dir, fail_on, baseline)
+    if quiet and verbose:
+        raise TracelintError("-q/--quiet and -v/--verbose contradict each other: give one")
+    cfg = build_config(config, select, ignore, rules_dir, fail_on, baseline, source_root, path_map)
     raise typer.Exit(lint_and_report(
         traces, cfg, fmt, output=output, write_baseline=write_baseline, ncu=ncu, annotate=annotate,
         quiet=quiet, verbose=verbose, no_scrub=no_scrub, scrub_paths=scrub_paths, jobs=jobs, dask=dask))
@@ -104,7 +111,7 @@ def _run(traces: list[str], cfg: Config, fmt: Format, ncu: str | None, annotate:
          quiet: bool, jobs: int | None, dask: str | None):
     """One trace -> its Report; several ranks of a job -> the JobReport."""
     from ..ranks.job import is_job_input, lint_job
-    progress = fmt is Format.terminal and not quiet
+    progress = not quiet       # on stderr, and only when stderr is a terminal
     if dask or is_job_input(traces):
         if ncu or annotate:
             raise TracelintError("--ncu and --annotate apply to one trace; lint the rank's file alone")

@@ -1,12 +1,15 @@
 """`tracelint rules [ID]`: the catalogue, and each rule's full documentation."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..reporters.fmt import doc_markdown
 from .app import app, fail
 
 
@@ -42,7 +45,9 @@ def rules_cmd(
         console.rule(f"[bold]{r.id} {r.slug}[/] — {r.title}")
         console.print(f"severity: {r.severity.value}   layers: {', '.join(sorted(x.value for x in r.layers))}   "
                       f"needs: {', '.join(sorted(r.needs)) or '-'}")
-        console.print(Markdown(_doc_markdown(r)))
+        console.print(Markdown(doc_markdown(r.doc())))
+        for line in example_lines(r.id):
+            console.print(line, highlight=False)
         opts = r.option_docs()
         if opts:
             t = Table(title="Options", title_justify="left")
@@ -53,14 +58,25 @@ def rules_cmd(
             console.print(t)
 
 
-def _doc_markdown(r) -> str:
-    lines = r.doc().splitlines()
-    out = [f"**{lines[0]}**" if lines else ""]
-    for ln in lines[1:]:
-        head = ln.split(":", 1)[0]
-        if head in ("What it detects", "Why it hurts", "Evidence", "Fix",
-                    "Counter-example (when it does not apply)", "Options", "References"):
-            out.append(f"\n**{head}:**{ln.split(':', 1)[1]}")
-        else:
-            out.append(ln)
-    return "\n".join(out)
+#: The examples index: a table whose rows name the anti-pattern file, the rules it shows and
+#: its fixed twin (first backticked file of the last column).
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+_FILE = re.compile(r"`([\w.]+\.py)`")
+
+
+def example_lines(rule_id: str) -> list[str]:
+    """'worked example: examples/item_in_loop.py, fixed twin: examples/item_fixed.py' for every
+    example whose README row names the rule; nothing outside a source checkout."""
+    index = EXAMPLES / "README.md"
+    if not index.is_file():
+        return []
+    out = []
+    for row in index.read_text().splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) < 5 or rule_id not in " ".join(cells[1:-1]):
+            continue
+        bad, good = _FILE.search(cells[0]), _FILE.search(cells[-1])
+        if bad and good:
+            out.append(f"worked example: {EXAMPLES / bad.group(1)} — fixed twin: {EXAMPLES / good.group(1)}"
+                       f"\n  try: tracelint capture -- python {EXAMPLES / bad.group(1)}")
+    return out

@@ -41,6 +41,8 @@ class Config:
     baseline: str | None = None
     case_libraries: list[str] = field(default_factory=list)   # team case libraries
     source: str | None = None        # the file the settings came from
+    source_roots: list[str] = field(default_factory=list)   # where the profiled code lives
+    path_map: list[str] = field(default_factory=list)       # "TRACE_PREFIX=LOCAL_PREFIX"
 
     def is_selected(self, rule: type[Rule]) -> bool:
         return any(matches(rule, s) for s in self.select) and not any(matches(rule, s) for s in self.ignore)
@@ -93,7 +95,8 @@ def _from_table(table: Any, source: str) -> Config:
     mapping = {"select": "select", "ignore": "ignore", "fail-on": "fail_on", "fail_on": "fail_on",
                "rules-dirs": "rules_dirs", "rules_dirs": "rules_dirs", "baseline": "baseline",
                "severity": "severity", "rules": "options",
-               "case-libraries": "case_libraries", "case_libraries": "case_libraries"}
+               "case-libraries": "case_libraries", "case_libraries": "case_libraries",
+               "source-roots": "source_roots", "path-map": "path_map"}
     for key, value in table.items():
         if key not in mapping:
             raise ConfigError(f"{source}: unknown setting {short(key)} in tracelint config")
@@ -101,6 +104,7 @@ def _from_table(table: Any, source: str) -> Config:
     base = Path(source).parent
     cfg.rules_dirs = [str((base / d)) for d in cfg.rules_dirs]
     cfg.case_libraries = [str(base / d) for d in cfg.case_libraries]
+    cfg.source_roots = [str(base / d) for d in cfg.source_roots]
     if cfg.baseline:
         cfg.baseline = str(base / cfg.baseline)
     return cfg

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from ..timeline import classify, intervals
+from ..timeline import intervals
 from ..timeline.model import Timeline
 from ..timeline.schema import GPU_ACTIVITY_TABLES
+from . import location
 from .counters import counter_facts
 from .finding import Evidence, Measure, Where
 
@@ -40,6 +42,8 @@ class Context:
         self.tl = tl
         self.config = config
         self.ncu = ncu if ncu is not None else pd.DataFrame(columns=["kernel", "metric", "value", "unit", "launch"])
+        self._narrow_cache: dict = {}
+        self._tree_cache: dict[str, bool] = {}
 
     @property
     def span_ns(self) -> int:
@@ -103,9 +107,9 @@ class Context:
             w.nvtx_path = [str(n) for n, k in zip(enc["name"], enc["kind"])   # iteration: w.iteration
                            if k != "step" and not str(n).startswith("ProfilerStep#")]
         w.iteration = self.iteration_at(t)
-        frame = self.python_frame_at(pid, tid, t)
-        if frame is not None:
-            w.file, w.line, w.function = frame
+        site = self.source_at(pid, tid, t)
+        if site is not None:
+            site.apply(w)
         return w
 
     def where_for_api(self, row: int, **kw) -> Where:
@@ -121,15 +125,52 @@ class Context:
         return int(hit["step"].iat[0]) if len(hit) else None
 
     def python_frame_at(self, pid: int, tid: int, t: int) -> tuple[str, int, str] | None:
-        """Innermost user-code Python frame on the thread at time t (skips library frames)."""
+        """(file, line, function) of source_at, for callers that want the bare triple."""
+        site = self.source_at(pid, tid, t)
+        return None if site is None else (site.file, site.line, site.function)
+
+    def source_at(self, pid: int, tid: int, t: int) -> location.SourceSite | None:
+        """The innermost user-code frame on the thread at time t, narrowed to the call where
+        the source allows (see engine/location.py); library code only when nothing else."""
         f = self._frames_by_thread.get((int(pid), int(tid)))
         if f is None:
             return None
         enc = f[(f["start"] <= t) & (f["end"] > t)].sort_values(["depth", "start"], ascending=False)
-        for file, line, fn in zip(enc["file"], enc["line"], enc["function"]):
-            if not classify.LIBRARY_CODE.search(str(file)):
-                return str(file), int(line), str(fn)
-        return None
+        if len(enc) == 0:
+            return None
+        lines = str(self.tl.meta.extra.get("python_frame_lines", "def"))
+        site = location.site_in_stack(enc, self._frame_window, lines, self._in_tree)
+        if site is None:
+            return None
+        return self._narrowed(site)
+
+    @cached_property
+    def _frame_window(self) -> tuple[int, int] | None:
+        f = self.tl.python_frames
+        return (int(f["start"].min()), int(f["end"].max())) if len(f) else None
+
+    @cached_property
+    def sources(self) -> location.SourceIndex:
+        cfg = self.config
+        pairs = [tuple(p.split("=", 1)) for p in getattr(cfg, "path_map", []) if "=" in p]
+        return location.SourceIndex(getattr(cfg, "source_roots", []), pairs)
+
+    @cached_property
+    def _extra_roots(self) -> tuple[Path, ...]:
+        src = self.tl.meta.source
+        return tuple(p for p in (Path(src).parent if src else None, Path.cwd()) if p)
+
+    def _in_tree(self, file: str) -> bool:
+        if file not in self._tree_cache:
+            self._tree_cache[file] = self.sources.resolve(file, self._extra_roots) is not None
+        return self._tree_cache[file]
+
+    def _narrowed(self, site: location.SourceSite) -> location.SourceSite:
+        key = site
+        if key not in self._narrow_cache:
+            out = location.narrow(site, self.sources.resolve(site.file, self._extra_roots))
+            self._narrow_cache[key] = location.replace_site(out, file=self.sources.display(out.file))
+        return self._narrow_cache[key]
 
     @property
     def has_stacks(self) -> bool:

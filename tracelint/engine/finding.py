@@ -110,6 +110,13 @@ class Where:
     function: str | None = None
     kernel: str | None = None
     rank: int | None = None
+    # What `line` is: "call" (the line making the call), "def" (the function's first line:
+    # torch.profiler names frames so), "start" (the line running when profiling began),
+    # "native" (a native call-stack frame: function and binary, no line).
+    line_kind: str | None = None
+    callee: str | None = None          # what the frame was calling (`item`, `mse_loss`)
+    library: bool | None = None        # True: no user frame on the stack, this is library code
+    module_path: list[str] = field(default_factory=list)   # nn.Module nesting, outermost first
 
     def to_dict(self) -> dict[str, Any]:
         out = {}
@@ -118,6 +125,33 @@ class Where:
                 continue
             out[k] = v.item() if hasattr(v, "item") else v   # numpy scalars -> Python
         return out
+
+    def source_text(self) -> str:
+        """The source location in words that say what the line is, or "" when unknown:
+        "at train.py:7 in `log_loss()`", "in `log_loss()`, defined at train.py:6",
+        "in module-level code of train.py"."""
+        if not self.file:
+            return ""
+        fn, lib = self.function or "", " (library code)" if self.library else ""
+        at = f"{self.file}:{self.line}" if self.line is not None and self.line >= 0 else self.file
+        if fn == "<module>":
+            text = f"at {at} (module level)" if self.line_kind == "call" else \
+                f"in module-level code of {self.file}"
+        elif not fn or fn == self.file:
+            text = f"at {at}"
+        elif self.line is None and self.line_kind is None:     # e.g. a JSON path in the trace
+            text = f"at {at} ({fn})"
+        elif self.line_kind == "native":      # nsys --cudabacktrace: a function, no line
+            text = f"in `{fn}` of {self.file} (native frame: the trace names no source line)"
+        elif self.line_kind == "def":
+            text = f"in `{fn}()`, defined at {at}"
+        elif self.line_kind == "start":
+            text = f"in `{fn}()` of {self.file} (line {self.line} was running when profiling started)"
+        else:
+            text = f"at {at} in `{fn}()`"
+        if self.callee and self.line_kind != "call":
+            text += f", calling `{self.callee}`"
+        return text + lib
 
 
 VERDICT_ADVICE = {

@@ -82,6 +82,7 @@ class _Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
+    call_stack: Any = msgspec.field(default=None, name="Call stack")   # legacy with_stack
 
 
 _NO_ARGS = _Args()
@@ -347,6 +348,7 @@ class _Builder:
         self.bad_ts = self.non_x = self.filled = 0
         self.window: tuple[int, int] | None = None
         self.op_inputs: dict[int, tuple] = {}     # External id -> (name, dims, types, concrete) JSON
+        self.call_stacks: list[tuple] = []       # (start, end, pid, tid, text) of legacy stacks
 
     def add_chunk(self, lo: int, events: list[_Event], raws: list) -> None:
         buckets: dict[str, list[_Event]] = defaultdict(list)
@@ -419,6 +421,9 @@ class _Builder:
                 _device_stream(c, args)
             else:     # CPU ops may carry a stream (Triton launches): not device work
                 c["device"], c["stream"] = np.full((2, len(xs)), -1, np.int64)
+            self.call_stacks += [(s, e, p, t, a.call_stack) for s, e, p, t, a, good in zip(
+                c["start"], c["end"], c["pid"], c["tid"], args, ok)
+                if good and isinstance(a.call_stack, str) and a.call_stack]
         if not ok.all():
             self.bad_ts += int((~ok).sum())
             c = {k: v[ok] for k, v in c.items()}
@@ -507,6 +512,11 @@ def _timeline(cols: dict, specials: list[dict], build: _Builder) -> Timeline:
         tl.ranges = _ranges(cols["ranges"], vocab["ranges"])
     if "python_frames" in cols:
         tl.python_frames = _python_frames(cols["python_frames"], vocab["python_frames"])
+    elif build.call_stacks:
+        from .call_stacks import frames_from_call_stacks
+        cs = build.call_stacks
+        tl.python_frames = frames_from_call_stacks(
+            *(np.array([c[k] for c in cs], np.int64) for k in range(4)), [c[4] for c in cs])
     tl.metrics = _metrics(specials)
     return tl
 
@@ -668,6 +678,8 @@ def _meta(path: Path, info: _TraceInfo, tl: Timeline, build: _Builder,
     meta.raw_event_counts["flows"] = sum(build.cat_counts[c] for c in FLOW_CATS)
     meta.raw_event_counts["total"] = sum(build.cat_counts.values())
     meta.extra = _extra(info, tl, build, specials)
+    if build.call_stacks and not build.cat_counts["python_function"]:
+        meta.extra["python_frame_lines"] = "call"     # legacy "Call stack": executing lines
     for n, text in ((build.bad_ts, "events without a numeric ts dropped"),
                     (build.non_x, "non-'X' events in activity categories ignored"),
                     (build.filled, "correlation ids taken from flow events (args had none)")):

@@ -29,6 +29,7 @@ from ..timeline import classify
 from ..timeline.model import Device, Meta, Timeline
 from ..timeline.nesting import nest
 from ..timeline.schema import make_table
+from .nsys_callchains import callchain_frames
 
 KERNEL, MEMCPY, MEMSET = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                           "CUPTI_ACTIVITY_KIND_MEMSET")
@@ -90,6 +91,11 @@ def load_nsys_sqlite(path, progress=None) -> Timeline:
         report("syncs", 0.85)
         tl.syncs = _syncs(db, tl.api_calls, tl.meta)
         tl.metrics = _metrics(db, tl.meta)
+        frames = callchain_frames(db.con(), db.tables)       # --cudabacktrace stacks
+        if frames is not None:
+            tl.python_frames = frames
+            tl.meta.extra["python_frame_lines"] = "native"
+            tl.meta.captured.add("cuda_backtraces")
         _finish_meta(db, tl)
         report("done", 1.0)
         return tl

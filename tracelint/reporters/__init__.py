@@ -14,10 +14,8 @@ def render(report, fmt: str, verbose: bool = False, quiet: bool = False, console
         from .job import render_job
         return render_job(report, fmt, verbose=verbose, quiet=quiet, console=console)
     if fmt == "terminal":
-        from rich.console import Console
-
-        from .terminal import render_terminal
-        render_terminal(report, console or Console(), verbose=verbose, quiet=quiet)
+        from .terminal import render_terminal, stdout_console
+        render_terminal(report, console or stdout_console(), verbose=verbose, quiet=quiet)
         return None
     if fmt == "json":
         from .json_report import render_json

@@ -29,7 +29,11 @@ def clean(text: Any, limit: int | None = None) -> str:
     """Text with control / bidi characters removed, newlines flattened, cut to `limit`."""
     s = _CONTROL.sub("", str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
     if limit is not None and len(s) > limit:
-        s = s[: max(limit - 1, 1)] + "…"
+        cut = s[: max(limit - 1, 1)]
+        space = cut.rfind(" ")
+        if space >= limit * 0.6:           # prose: end at a word, never mid-word
+            cut = cut[:space].rstrip(" ,;:")
+        s = cut + "…"
     return s
 
 

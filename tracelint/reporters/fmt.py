@@ -6,11 +6,17 @@ HTML, Markdown). `clean` only removes control characters, which no output should
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..engine.finding import Finding, Measure, Where
 from ..engine.report import Report
 from .escape import clean  # noqa: F401  (one escaping path: reporters.escape)
+
+#: The section names of a rule docstring (engine/rule.py), in order.
+DOC_SECTIONS = ("What it detects", "Why it hurts", "Evidence", "Fix",
+                "Counter-example (when it does not apply)", "Options", "References")
+_DOC_SECTION = re.compile(r"^(" + "|".join(re.escape(x) for x in DOC_SECTIONS) + r"):\s*")
 
 STATUS_MARK = {"measured": "✓", "not_captured": "✗", "not_applicable": "–", "estimated": "≈"}
 STATUS_WORDS = {"measured": "measured", "not_captured": "not captured",
@@ -26,18 +32,20 @@ def num(x: Any) -> float:
 
 
 def fmt_ns(ns: Any) -> str:
-    """A duration in the largest unit that keeps it readable: 820 ns, 45.6 µs, 1.23 ms, 1.25 s."""
+    """A duration in the unit that suits it, with 3-4 significant digits: 820 ns, 45.60 µs,
+    1.23 ms, 382.5 ms, 10.03 s (never 10033725 µs). n/a for no number."""
     v = num(ns)
     if math.isnan(v):
         return "n/a"
     a = abs(v)
     if a < 1e3:
         return f"{v:.0f} ns"
-    if a < 1e6:
-        return f"{v / 1e3:.3g} µs" if a < 1e5 else f"{v / 1e3:.0f} µs"
-    if a < 1e9:
-        return f"{v / 1e6:.3g} ms" if a < 1e8 else f"{v / 1e6:.0f} ms"
-    return f"{v / 1e9:.3g} s" if a < 1e11 else f"{v / 1e9:.0f} s"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if a >= scale:
+            x = v / scale
+            return f"{x:,.0f} {unit}" if abs(x) >= 1000 else \
+                f"{x:.1f} {unit}" if abs(x) >= 100 else f"{x:.2f} {unit}"
+    return f"{v:.0f} ns"
 
 
 def fmt_ms(ns: Any) -> str:
@@ -140,10 +148,9 @@ def where_parts(w: Where, origin_ns: int, name_limit: int | None = 80,
             path = ["…"] + path[-nvtx_depth:]
         out.append(("nvtx", " › ".join(path)))
     if w.file:
-        src = clean(w.file, 120) + (f":{w.line}" if w.line is not None else "")
-        if w.function:
-            src += f" ({clean(w.function, 60)})"
-        out.append(("source", src))
+        out.append(("source", clean(w.source_text(), 200)))
+    if getattr(w, "module_path", None):
+        out.append(("module", " › ".join(clean(m, 60) for m in w.module_path)))
     if w.kernel:
         out.append(("kernel", clean(w.kernel, name_limit)))
     return out
@@ -170,3 +177,24 @@ def finding_windows(f: Finding) -> list[tuple[int, int]]:
     if w.start_ns is not None and w.end_ns is not None:
         return [(int(w.start_ns), int(w.end_ns))]
     return []
+
+
+def doc_markdown(doc: str) -> str:
+    """A rule docstring as Markdown: the summary line bold, then each section ("What it
+    detects:", "Fix:", ...) a paragraph of its own with its name in bold, wrapped lines joined."""
+    lines = doc.strip().splitlines()
+    if not lines:
+        return ""
+    paras: list[str] = [f"**{lines[0].strip()}**"]
+    current: list[str] = []
+    for ln in lines[1:]:
+        m = _DOC_SECTION.match(ln.strip())
+        if m or not ln.strip():
+            if current:
+                paras.append(" ".join(current))
+            current = [f"**{m.group(1)}:** {ln.strip()[m.end():]}"] if m else []
+        else:
+            current.append(ln.strip())
+    if current:
+        paras.append(" ".join(current))
+    return "\n\n".join(paras)

@@ -314,8 +314,7 @@ def render_job_markdown(report: JobReport) -> str:
              + f" · cross-rank findings: {sum(s['findings_by_severity'].values())} · per-rank findings: "
              f"{sum(s['per_rank_findings_by_severity'].values())}", ""]
 
-    def md(x):
-        return clean(x).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    from .markdown import md_escape as md      # names are untrusted: one Markdown escaper
     if report.findings:
         lines += ["## Cross-rank findings", "", "| severity | rule | who | message |", "|---|---|---|---|"]
         for f in report.sorted_findings():
@@ -349,5 +348,8 @@ def render_job(report: JobReport, fmt: str, verbose: bool = False, quiet: bool =
         return render_job_html(report)
     if fmt == "markdown":
         return render_job_markdown(report)
+    if fmt == "sarif":
+        from .sarif_job import render_job_sarif
+        return json.dumps(render_job_sarif(report), indent=1, ensure_ascii=False)
     from ..errors import TracelintError
     raise TracelintError(f"--format {fmt} is per trace; for a job use terminal, json, html or markdown")

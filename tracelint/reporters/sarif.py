@@ -19,13 +19,11 @@ from ..engine.finding import LAYERS, Finding
 from ..engine.report import Report, RuleInfo
 from ..io import write_atomic
 from .escape import sarif_uri_ok
-from .fmt import clean, fmt_ms, fmt_share, window_text
+from .fmt import clean, doc_markdown, fmt_ms, fmt_share, window_text
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 SRCROOT = "%SRCROOT%"
-_SECTION = re.compile(r"^(What it detects|Why it hurts|Evidence|Fix|Counter-example[^:]*|"
-                      r"Options|References):", re.M)
 
 
 def _uri(path: str) -> tuple[str, str | None] | None:
@@ -53,18 +51,13 @@ def _artifact(path: str) -> dict[str, Any] | None:
     return loc
 
 
-def _doc_markdown(doc: str) -> str:
-    """The rule docstring with its section names in bold."""
-    return _SECTION.sub(lambda m: f"**{m.group(1)}:**", doc)
-
-
 def rule_descriptor(r: RuleInfo) -> dict[str, Any]:
     doc = r.doc or r.summary or r.title
     return {
         "id": r.id, "name": r.slug,
         "shortDescription": {"text": r.title or r.slug},
         "fullDescription": {"text": r.summary or r.title or r.slug},
-        "help": {"text": doc, "markdown": _doc_markdown(doc)},
+        "help": {"text": doc, "markdown": doc_markdown(doc)},
         "defaultConfiguration": {"level": LEVEL.get(r.severity, "warning")},
         "properties": {"tags": ["performance", *r.layers], "layers": list(r.layers)},
     }
@@ -83,7 +76,9 @@ def _message(f: Finding, origin: int) -> str:
 def _locations(f: Finding, trace: dict[str, Any] | None) -> list[dict[str, Any]]:
     w = f.where
     phys: dict[str, Any] | None = None
-    art = _artifact(w.file) if w.file else None
+    # Library frames (site-packages) never resolve against the reviewed repository: they are
+    # named as logical locations, and the physical location falls back to the trace.
+    art = _artifact(w.file) if w.file and not w.library and w.line_kind != "native" else None
     if art is not None:
         phys = {"artifactLocation": art}
         if w.line is not None and int(w.line) >= 1:
@@ -94,8 +89,15 @@ def _locations(f: Finding, trace: dict[str, Any] | None) -> list[dict[str, Any]]
     if phys:
         loc["physicalLocation"] = phys
     logical = []
-    if w.function and art is not None:
-        logical.append({"name": clean(w.function), "kind": "function"})
+    if w.function and (art is not None or w.library or w.line_kind == "native"):
+        fn: dict[str, Any] = {"name": clean(w.function), "kind": "function"}
+        if w.library:
+            fn["fullyQualifiedName"] = f"{clean(w.file)}:{w.line}:{clean(w.function)}"
+            fn["properties"] = {"library": True}
+        logical.append(fn)
+    if w.module_path:
+        logical.append({"name": clean(w.module_path[-1]), "kind": "module",
+                        "fullyQualifiedName": ".".join(clean(m) for m in w.module_path)})
     if w.kernel:
         logical.append({"name": clean(w.kernel), "kind": "function",
                         "fullyQualifiedName": f"kernel:{clean(w.kernel)}"})
@@ -126,6 +128,10 @@ def _result(f: Finding, rule_index: int, trace: dict[str, Any] | None, origin: i
         props["nvtx_path"] = [clean(p) for p in w.nvtx_path]
     if w.kernel:
         props["kernel"] = clean(w.kernel)
+    if w.line_kind:
+        props["line_kind"] = w.line_kind      # call | def | start: what the region line is
+    if w.library:
+        props["library_code"] = True
     res: dict[str, Any] = {
         "ruleId": f.rule, "ruleIndex": rule_index, "level": LEVEL[f.severity.value],
         "kind": "fail",
@@ -156,8 +162,18 @@ def render_sarif(report: Report) -> dict[str, Any]:
     origin = int(report.timeline.span[0])
     results = [_result(f, index[f.rule], trace, origin, n)
                for n, f in enumerate(report.sorted_findings(), 1)]
+    return render_run(rules, results, [trace] if trace is not None else [],
+                      properties={"span_ns": int(report.timeline.span_ns),
+                                  "suppressed_by_baseline": int(report.suppressed),
+                                  "trace_format": report.timeline.meta.format or "unknown"},
+                      skipped=report.skipped)
+
+
+def render_run(rules: list[RuleInfo], results: list[dict[str, Any]], traces: list[dict[str, Any]],
+               properties: dict[str, Any], skipped: dict[str, str]) -> dict[str, Any]:
+    """A SARIF log with one run: the tool, its rules, the results and the linted traces."""
     notifications = [{"level": "note", "message": {"text": f"{rid} not run: {clean(why)}"},
-                      "descriptor": {"id": rid}} for rid, why in sorted(report.skipped.items())]
+                      "descriptor": {"id": rid}} for rid, why in sorted(skipped.items())]
     invocation: dict[str, Any] = {"executionSuccessful": True}
     if notifications:
         invocation["toolExecutionNotifications"] = notifications
@@ -167,17 +183,16 @@ def render_sarif(report: Report) -> dict[str, Any]:
                             "rules": [rule_descriptor(r) for r in rules]}},
         "invocations": [invocation],
         "results": results,
-        "properties": {"span_ns": int(report.timeline.span_ns),
-                       "suppressed_by_baseline": int(report.suppressed),
-                       "trace_format": report.timeline.meta.format or "unknown"},
+        "properties": properties,
     }
     if any(r.get("locations") and r["locations"][0].get("physicalLocation", {})
            .get("artifactLocation", {}).get("uriBaseId") == SRCROOT for r in results):
         run["originalUriBaseIds"] = {SRCROOT: {"description": {
             "text": "The root of the source tree the profiled program ran from."}}}
-    if trace is not None:
-        run["artifacts"] = [{"location": dict(trace), "roles": ["analysisTarget"],
-                             "description": {"text": "The profiler trace that was linted."}}]
+    if traces:
+        run["artifacts"] = [{"location": dict(t), "roles": ["analysisTarget"],
+                             "description": {"text": "The profiler trace that was linted."}}
+                            for t in traces]
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 

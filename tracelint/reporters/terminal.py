@@ -6,6 +6,7 @@ them) is cleaned of control characters and markup-escaped; emoji codes are off, 
 """
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.markup import escape
 
 from ..engine.finding import LAYERS, VERDICT_ADVICE, Finding
 from ..engine.report import Report
-from .fmt import (STATUS_MARK, STATUS_WORDS, clean, fmt_measure, fmt_ms, fmt_ns, fmt_share,
+from .fmt import (STATUS_MARK, STATUS_WORDS, clean, fmt_measure, fmt_ns, fmt_share,
                   trace_origin, where_parts)
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -30,7 +31,36 @@ def _e(text, limit: int | None = None) -> str:
 
 
 def _print(console: Console, markup: str = "") -> None:
-    console.print(markup, emoji=False, highlight=False, soft_wrap=False)
+    """Print markup lines in one call. Unwrapped consoles get the text as is; a console that
+    wraps gets each line as an indented block, so continuation lines stay under their text
+    instead of falling back to column 0."""
+    if console.width >= NO_WRAP:
+        console.print(markup, emoji=False, highlight=False, soft_wrap=True)
+        return
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.text import Text
+    blocks = []
+    for line in markup.split("\n"):
+        body = line.lstrip(" ")
+        indent = len(line) - len(body)
+        text = Text.from_markup(body, emoji=False)
+        blocks.append(Padding(text, (0, 0, 0, indent)) if indent else text)
+    console.print(Group(*blocks), highlight=False)
+
+
+#: Width given to a console that is not a terminal and has no COLUMNS: lines are not wrapped.
+NO_WRAP = 10_000
+
+
+def stdout_console() -> Console:
+    """The console for the report on stdout: a terminal wraps at its width; a pipe, a file or
+    CI honours COLUMNS when set and otherwise never hard-wraps (rich's default is 80)."""
+    probe = Console()
+    if probe.is_terminal:
+        return probe
+    cols = os.environ.get("COLUMNS", "")
+    return Console(width=int(cols) if cols.isdigit() and int(cols) > 20 else NO_WRAP)
 
 
 def summary_lines(report: Report) -> list[str]:
@@ -40,7 +70,7 @@ def summary_lines(report: Report) -> list[str]:
     if s["format_version"]:
         fmt += f" {s['format_version']}"
     lines = [f"[bold]tracelint[/] {_e(report.source, 160)}  [dim]({_e(fmt)})[/]"]
-    facts = [f"span {fmt_ms(s['span_ns'])}"]
+    facts = [f"span {fmt_ns(s['span_ns'])}"]
     if s["rank"] is not None:
         facts.append(f"rank {s['rank']}" + (f"/{s['world_size']}" if s["world_size"] else ""))
     counts = s["counts"]
@@ -84,8 +114,9 @@ def _where_lines(f: Finding, origin: int, verbose: bool) -> list[str]:
     """'at ...' (device, stream, window, iteration, thread, NVTX, source), then the kernel."""
     parts = where_parts(f.where, origin, name_limit=None if verbose else 100,
                         nvtx_depth=None if verbose else 3)
-    at = " · ".join(escape(t) for k, t in parts if k != "kernel")
+    at = " · ".join(escape(t) for k, t in parts if k not in ("kernel", "source", "module"))
     out = [f"    at {at}"] if at else []
+    out += [f"    {k} [bold]{escape(t)}[/]" for k, t in parts if k in ("source", "module")]
     out += [f"    kernel [bold]{escape(t)}[/]" for k, t in parts if k == "kernel"]
     return out
 
@@ -117,13 +148,26 @@ def _evidence_lines(f: Finding, verbose: bool) -> list[str]:
     return out
 
 
+def verdict_line(f: Finding) -> str:
+    """The verdict in one short line: which layers the finding rests on, what is missing."""
+    missing = [layer.value for layer in LAYERS
+               if f.evidence.get(layer) is not None and f.evidence[layer].status == "not_captured"]
+    against = [layer.value for layer in LAYERS if f.evidence.get(layer) is not None
+               and f.evidence[layer].status == "measured" and f.evidence[layer].supports is False]
+    if f.verdict == "conflict":
+        return f"the {', '.join(against)} layer contradicts it: measure before acting"
+    if f.verdict == "partial":
+        return f"{', '.join(missing)} not captured"
+    return "the measured layers agree"
+
+
 def _finding_block(n: int, f: Finding, origin: int, verbose: bool) -> list[str]:
     sev = f.severity.value
     lines = [f"  [bold]#{n}[/] [{SEV_STYLE[sev]}]{sev}[/] {_e(f.message, None if verbose else 240)}",
-             "    " + (f"projected saving [bold]{fmt_ms(f.saving_ns)}[/] ({fmt_share(f.saving_share)}) · "
+             "    " + (f"projected saving [bold]{fmt_ns(f.saving_ns)}[/] ({fmt_share(f.saving_share)}) · "
                     if f.saving_ns is not None else "")
              + f"{'impact' if f.saving_ns is None else 'time touched'} "
-             f"[bold]{fmt_ms(f.impact_ns)}[/] ({fmt_share(f.impact_share)} of span)"
+             f"[bold]{fmt_ns(f.impact_ns)}[/] ({fmt_share(f.impact_share)} of span)"
              + (f" · {f.occurrences:,} occurrences" if f.occurrences > 1 else "")]
     lines += _where_lines(f, origin, verbose)
     if verbose and len(f.windows) > 1:
@@ -132,12 +176,12 @@ def _finding_block(n: int, f: Finding, origin: int, verbose: bool) -> list[str]:
         lines.append(f"    [dim]windows: {wins}[/]")
     lines += _evidence_lines(f, verbose)
     verdict = f.verdict
-    v = f"    verdict [{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]"
-    if verbose or verdict != "agree":
-        v += f" [dim]— {escape(VERDICT_ADVICE[verdict])}[/]"
+    v = f"    verdict [{VERDICT_STYLE.get(verdict, '')}]{verdict}[/] [dim]— {escape(verdict_line(f))}[/]"
+    if verbose:
+        v += f"\n      [dim]{escape(VERDICT_ADVICE[verdict])}[/]"
     lines.append(v)
-    if verbose and f.fix:
-        lines.append(f"    [bold]fix:[/] {_e(f.fix)}")
+    if f.fix:
+        lines.append(f"    [bold]fix:[/] {_e(f.fix, None if verbose else 300)}")
     if verbose and f.counter_example:
         lines.append(f"    [dim]not when: {_e(f.counter_example)}[/]")
     if f.cases:
@@ -149,11 +193,23 @@ def _finding_block(n: int, f: Finding, origin: int, verbose: bool) -> list[str]:
     return lines
 
 
+#: Rules whose findings are privacy notes about the trace file, not performance: one summary
+#: line per trace unless -v asks for each.
+PRIVACY_RULES = ("TL100", "TL101")
+
+
+def privacy_line(fs: list[Finding]) -> str:
+    kinds = sorted({clean(f.message.split(" in ", 1)[0], 60) for f in fs})
+    rules = ", ".join(sorted({f.rule for f in fs}))
+    return (f"[dim]privacy ({rules}):[/] {escape('; '.join(kinds))} in the trace file "
+            f"[dim]— `tracelint redact` before sharing it; -v lists each[/]")
+
+
 def _quiet_line(n: int, f: Finding, origin: int) -> str:
     parts = where_parts(f.where, origin, name_limit=50)
     loc = " ".join(escape(t) for k, t in parts if k in ("device", "stream", "source"))
     return (f"#{n} [{SEV_STYLE[f.severity.value]}]{f.severity.value:<7}[/] {escape(f.rule)} "
-            f"{_e(f.slug)} {fmt_ms(f.impact_ns)} ({fmt_share(f.impact_share)}) {loc} "
+            f"{_e(f.slug)} {fmt_ns(f.impact_ns)} ({fmt_share(f.impact_share)}) {loc} "
             f"— {_e(f.message, 160)}")
 
 
@@ -178,21 +234,31 @@ def render_terminal(report: Report, console: Console, verbose: bool = False,
     if not report.findings:
         out += ["", "[green]No findings.[/]"]
     short = hidden = 0
-    for rule, fs in group_by_rule(report.findings):
+    privacy = [f for f in report.findings if f.rule in PRIVACY_RULES and f.severity.value == "info"]
+    shown = report.findings if verbose else [f for f in report.findings if f not in privacy]
+    for rule, fs in group_by_rule(shown):
         f0 = fs[0]
         total = sum(f.impact_ns for f in fs)
         out += ["", f"[bold]{escape(rule)} {_e(f0.slug)}[/] — {_e(f0.title)} "
                     f"[dim]({len(fs)} finding{'s' if len(fs) != 1 else ''}, "
-                    f"{fmt_ms(total)} total)[/]"]
+                    f"{fmt_ns(total)} total)[/]"]
+        fix_of: dict[str, int] = {}
         for f in fs:
             n = number[id(f)]
             if verbose or n <= max_full:
-                out += _finding_block(n, f, origin, verbose)
+                block = _finding_block(n, f, origin, verbose)
+                if f.fix and f.fix in fix_of and not verbose:     # same advice: say so once
+                    block = [ln if not ln.startswith("    [bold]fix:[/]") else
+                             f"    [bold]fix:[/] as for #{fix_of[f.fix]}" for ln in block]
+                fix_of.setdefault(f.fix, n)
+                out += block
             elif short < max_lines:
                 out.append("  " + _quiet_line(n, f, origin))
                 short += 1
             else:
                 hidden += 1
+    if privacy and not verbose:
+        out += ["", privacy_line(privacy)]
     if hidden:
         out += ["", f"[dim]… {hidden:,} more findings not shown; --format json or html lists "
                     f"all, -v prints all here[/]"]

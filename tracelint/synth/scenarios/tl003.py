@@ -1,4 +1,4 @@
-"""TL003 dequant-overhead: the W4A16 case of domain.md — a dequant pass before every linear
+"""TL003 dequant-overhead: the W4A16 case (built-in case w4a16-ttft) — a dequant pass before every linear
 layer; worst in short prefill, amortised in long decode — and its near-misses (a fused
 dequant-GEMM such as Marlin, long decode only)."""
 from __future__ import annotations
