@@ -34,6 +34,8 @@ COMMANDS: dict[str, CommandEntry] = {
     "rules": CommandEntry("rules", "List the rules, or print one rule's documentation."),
     "capture": CommandEntry("capture", "Profile a program (`-- python script.py ARGS`), write its "
                                        "trace, then lint it."),
+    "whatif": CommandEntry("whatif", "What if: replay the run with edits; span before and after, "
+                                     "per iteration, critical path."),
     "diff": CommandEntry("diff", "Compare runs A and B: buckets, kernels, kernel classes, syncs "
                                  "and findings."),
     "baseline": CommandEntry("baseline_cmd", "Performance baselines for `tracelint gate`."),
