@@ -1,7 +1,6 @@
 """TL021 old-arch-kernel."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,40 +9,13 @@ import pandas as pd
 from tracelint.efficiency.devices import match_trace_device
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-
-#: Architecture tags in kernel names: CUTLASS `cutlass_75_*`, xmma/cuBLASLt `sm75_*`,
-#: CUTLASS 3 `arch::Sm80`, cuBLAS `volta_* / turing_* / ampere_*`.
-ARCH_TAG = re.compile(r"cutlass_(\d)(\d)_|\bsm_?(\d)(\d)_|arch::Sm(\d)(\d)\b|\b(volta|turing|ampere|hopper)_",
-                      re.IGNORECASE)
-_NAMED = {"volta": (7, 0), "turing": (7, 5), "ampere": (8, 0), "hopper": (9, 0)}
-#: Tensor-core kernels only: an old SIMT kernel (pooling, sgemm) is no tensor-core fallback.
-TENSOR_OP = re.compile(r"tensorop|h884|h1688|h16816|s1688|s16816|i8816|hmma|wgmma|imma|tensor\d+x\d+x\d+",
-                       re.IGNORECASE)
+from tracelint.timeline.classify import TENSOR_OP, arch_of, is_old
 
 
 @dataclass(frozen=True)
 class Options:
     min_share: float = option(0.05, "Report when old-architecture tensor-core kernels take at least this share of the device's kernel time.")
     min_ns: int = option(1_000_000, "... and at least this much time (ns).")
-
-
-def arch_of(name: str) -> tuple[int, int] | None:
-    """(major, minor) the kernel was built for, from its name; None when untagged."""
-    m = ARCH_TAG.search(name)
-    if not m:
-        return None
-    g = m.groups()
-    if g[6]:
-        return _NAMED[g[6].lower()]
-    digits = next((g[i:i + 2] for i in (0, 2, 4) if g[i]), None)
-    return (int(digits[0]), int(digits[1])) if digits else None
-
-
-def is_old(kernel_cc: tuple[int, int], device_cc: tuple[int, int]) -> bool:
-    """Two major generations behind (sm75 on sm90), or Volta/Turing tensor cores on Ampere or
-    newer. One generation behind (sm80 kernels on an H100: FlashAttention-2, CUTLASS 2) is
-    common and runs the same mma.sync instructions, so it is not reported."""
-    return device_cc[0] - kernel_cc[0] >= 2 or (kernel_cc[0] == 7 and device_cc[0] >= 8)
 
 
 def device_cc(info) -> tuple[int, int] | None:

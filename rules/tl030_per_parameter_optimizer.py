@@ -7,7 +7,7 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify
+from tracelint.timeline import classify, intervals
 
 REGION_WORDS = {"step": ("The optimizer step", "foreach=True or fused=True"),
                 "zero_grad": ("`zero_grad()`", "zero_grad(set_to_none=True)"),
@@ -64,7 +64,7 @@ class PerParameterOptimizer(Rule):
         is_region = (region_kind != "") & host_range
         if not is_region.any():
             return
-        counts = _contained_counts(r, is_region, scope == "per_tensor", scope == "multi_tensor")
+        counts = intervals.starts_inside_per_thread(r, is_region, scope == "per_tensor", scope == "multi_tensor")
         api = tl.api_calls
         for kind in ("step", "zero_grad", "clip"):
             rows = np.flatnonzero(is_region & (region_kind == kind))
@@ -120,24 +120,6 @@ class PerParameterOptimizer(Rule):
 def _labels(names, fn) -> np.ndarray:
     """fn over the distinct names, '' where it says None."""
     return np.asarray(classify.classify_categorical(names, lambda n: fn(n) or ""), dtype=object)
-
-
-def _contained_counts(r, is_region, a, b) -> tuple[np.ndarray, np.ndarray]:
-    """Per range row: how many `a` ops and `b` ops of its thread start inside it."""
-    out_a = np.zeros(len(r), dtype=np.int64)
-    out_b = np.zeros(len(r), dtype=np.int64)
-    start, end = r["start"].to_numpy(), r["end"].to_numpy()
-    thread = (r["pid"].to_numpy().astype(np.int64) << 32) ^ r["tid"].to_numpy().astype(np.int64)
-    for t in np.unique(thread[is_region]):
-        mine = np.flatnonzero(thread == t)
-        mine = mine[np.argsort(start[mine], kind="stable")]
-        ca = np.concatenate([[0], np.cumsum(a[mine])])
-        cb = np.concatenate([[0], np.cumsum(b[mine])])
-        regs = np.flatnonzero(is_region & (thread == t))
-        lo = np.searchsorted(start[mine], start[regs], side="left")
-        hi = np.searchsorted(start[mine], end[regs], side="left")
-        out_a[regs], out_b[regs] = ca[hi] - ca[lo], cb[hi] - cb[lo]
-    return out_a, out_b
 
 
 def _launches_in(ctx, regions, api) -> tuple[int, np.ndarray]:

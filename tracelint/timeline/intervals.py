@@ -116,3 +116,22 @@ def _search_in_slices(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, t: np.
         right = np.where(active & ~go_right, mid, right)
     res = left - 1
     return np.where(res >= lo, res, -1)
+
+
+def starts_inside_per_thread(r, is_region, a, b) -> tuple[np.ndarray, np.ndarray]:
+    """For each range row flagged in is_region: how many rows flagged `a`, and `b`, of the same
+    thread (pid, tid) start inside it. r: a ranges-like table with start, end, pid, tid."""
+    out_a = np.zeros(len(r), dtype=np.int64)
+    out_b = np.zeros(len(r), dtype=np.int64)
+    start, end = r["start"].to_numpy(), r["end"].to_numpy()
+    thread = (r["pid"].to_numpy().astype(np.int64) << 32) ^ r["tid"].to_numpy().astype(np.int64)
+    for t in np.unique(thread[is_region]):
+        mine = np.flatnonzero(thread == t)
+        mine = mine[np.argsort(start[mine], kind="stable")]
+        ca = np.concatenate([[0], np.cumsum(a[mine])])
+        cb = np.concatenate([[0], np.cumsum(b[mine])])
+        regs = np.flatnonzero(is_region & (thread == t))
+        lo = np.searchsorted(start[mine], start[regs], side="left")
+        hi = np.searchsorted(start[mine], end[regs], side="left")
+        out_a[regs], out_b[regs] = ca[hi] - ca[lo], cb[hi] - cb[lo]
+    return out_a, out_b
