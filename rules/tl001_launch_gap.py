@@ -222,7 +222,10 @@ class LaunchGap(Rule):
             message=f"GPU {device} warm-up: {idle / 1e6:.2f} ms idle in {len(s)} gaps ({parts[0]}), apart from steady state",
             impact_ns=idle, where=Where(rank=tl.meta.rank, device=device, start_ns=int(s[i0]), end_ns=int(e[i0])),
             occurrences=int(len(s)), windows=[(int(a), int(b)) for a, b in zip(s, e)][:self.options.top],
-            evidence={Layer.SYSTEM: system}, metrics={"idle_ns": Measure(idle, "ns")},
+            evidence={Layer.SYSTEM: system,
+                      Layer.KERNEL: Evidence.not_applicable("warm-up idle: first calls, not kernels"),
+                      Layer.MICROARCH: Evidence.not_applicable("warm-up idle: first calls, not kernels")},
+            metrics={"idle_ns": Measure(idle, "ns")},
             fix=("Nothing to fix in steady state. Profile past warm-up (torch.profiler schedule with "
                  "wait/warmup steps, nsys --capture-range) to see steady-state behaviour."),
             key=f"warmup|device{device}")
