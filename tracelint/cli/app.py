@@ -57,6 +57,7 @@ class LazyGroup(TyperGroup):
 
     def get_command(self, ctx, cmd_name: str):
         if cmd_name not in self.commands and cmd_name in COMMANDS:
+            from . import help_types  # noqa: F401  (--help in words, not Python type names)
             importlib.import_module(f"{__package__}.{COMMANDS[cmd_name].module}")
             built = typer.main.get_command(app)  # rebuilt with what the import registered
             if cmd_name in built.commands:
@@ -134,6 +135,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 def _register() -> None:
     """Import every command module in the table (tests, and tools that walk all commands)."""
+    from . import help_types  # noqa: F401
     for entry in COMMANDS.values():
         importlib.import_module(f"{__package__}.{entry.module}")
 

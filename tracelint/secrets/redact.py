@@ -285,6 +285,11 @@ def scrub_report(report, paths: bool = False, use_source: bool = True) -> None:
         fd.metrics = {f(k): v for k, v in fd.metrics.items()}
         fd.cases = f.model(fd.cases)
     report.skipped = {k: f(v) for k, v in report.skipped.items()}
+    # sections computed from trace names: the critical path now, the lazy ones when rendered
+    if getattr(report, "critical_path", None) is not None:
+        report.critical_path = f.model(report.critical_path)
+    if getattr(report, "sections", None):
+        report.sections = {k: (lambda make=make: f.model(make())) for k, make in report.sections.items()}
     for r in report.rules:
         for attr in ("title", "summary", "doc", "fix", "counter_example"):
             setattr(r, attr, f(getattr(r, attr)))
