@@ -76,7 +76,7 @@ def option_value(where: str, value: Any, default: Any) -> Any:
             return value
         raise ConfigError(f"{where} must be a string, not {short(value)}")
     if isinstance(default, (tuple, list)):
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):     # TOML gives lists; the Python API may pass tuples
             return type(default)(value)
         raise ConfigError(f"{where} must be a list, not {short(value)}")
     try:
