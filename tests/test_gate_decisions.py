@@ -115,7 +115,11 @@ def test_128_rank_pair_no_false_alarm_and_injected_slowdown_caught():
         assert res.status in ("passed", "inconclusive"), res.reasons()   # never a false alarm
     assert run_gate(both, [p1]).status == "passed"
     d = diff_profiles([p0], [p1])                        # GPU 0 on rank 0, GPU 1 on rank 1
-    assert not d.findings_gained and not d.findings_lost
+    # the GPU index never makes a finding new; a finding near its threshold may be on one rank
+    # only (rank 0's exposed AllReduce is 5.6% of its window, rank 1's below 5%): those stay
+    # findings of TL009, never of another rule or key
+    changed = {(f["rule"], f["key"]) for f in d.findings_gained + d.findings_lost}
+    assert changed <= {("TL009", "AllReduce|device*")}, changed
     slow = profile(slow_down(t0, "gemm", 1.10), findings=True)
     res = run_gate(both, [slow])
     assert res.status == "failed" and res.regressions == ["gpu_time[gemm]"]

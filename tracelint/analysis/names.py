@@ -85,7 +85,10 @@ def finding_identity(rule: str, key: str, nvtx_path: Sequence[str] = (), file: s
     if loc and re.search(r"\.(sqlite|json|gz|nsys-rep|qdrep)$", file or ""):
         loc = ""                       # a trace or table path, not code
     op = normalise_range_name(nvtx_path[-1]) if nvtx_path else ""
-    parts = [rule, _INDEX.sub(r"\1\2*", key or ""), op, loc]
+    norm = _INDEX.sub(r"\1\2*", key or "")
+    if norm != (key or ""):            # a per-device aggregate: its location is where the worst
+        op = loc = ""                  # instance happened to be, which varies run to run
+    parts = [rule, norm, op, loc]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
