@@ -28,6 +28,8 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl022_memory_bound_dominant", "MemoryBoundDominant"),
     ("tl030_per_parameter_optimizer", "PerParameterOptimizer"),
     ("tl031_dataloader_main_process", "DataLoaderMainProcess"),
+    ("tl032_blocking_or_pageable_h2d", "BlockingOrPageableH2D"),
+    ("tl033_cpu_tensor_moved_each_step", "CpuTensorMovedEachStep"),
     ("tl100_secret_in_trace", "SecretInTrace"),
     ("tl101_personal_data", "PersonalDataInTrace"),
     ("tl201_job_exposed_comm", "JobExposedCommunication"),

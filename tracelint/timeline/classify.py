@@ -291,3 +291,23 @@ def is_old(kernel_cc: tuple[int, int], device_cc: tuple[int, int]) -> bool:
     newer. One generation behind (sm80 kernels on an H100: FlashAttention-2, CUTLASS 2) is
     common and runs the same mma.sync instructions, so it is not reported."""
     return device_cc[0] - kernel_cc[0] >= 2 or (kernel_cc[0] == 7 and device_cc[0] >= 8)
+
+
+#: Framework ops that move a tensor to another device (`.to(device)`, `.cuda()`, `copy_` into a
+#: device tensor); the copy itself is the runtime call inside them. Names may carry the
+#: `, seq = N` / `, op_id = N` suffix of torch.autograd.profiler.emit_nvtx ranges.
+DEVICE_MOVE_OPS = re.compile(r"^aten::(to|_to_copy|copy_|_copy_from|_copy_from_and_resize|cuda)(?=$|,)")
+#: Framework ops that create a tensor and compute its values from their arguments alone
+#: (constants, ranges, random numbers): made on the CPU and moved right after, the same tensor
+#: could be built on the device. Not `aten::empty` / `lift_fresh`: `torch.tensor(data)` records
+#: those, and a trace cannot tell a constant from fresh host data.
+FACTORY_OPS = re.compile(r"^aten::(zeros|ones|full|arange|range|linspace|logspace|eye|scalar_tensor|"
+                         r"rand|randn|randint|randperm|normal|(zeros|ones|full|rand|randn)_like)(?=$|,)")
+
+
+def device_move_op(name: str) -> bool:
+    return bool(DEVICE_MOVE_OPS.match(name))
+
+
+def factory_op(name: str) -> bool:
+    return bool(FACTORY_OPS.match(name))
