@@ -48,9 +48,8 @@ class CpuTensorMovedEachStep(Rule):
     device-side fill that replaces it) and its sync removed; the fill kernel's few microseconds
     of GPU time are not added, and the factory op's CPU time is left in place.
     Counter-example (when it does not apply): data that genuinely comes from the host (a batch,
-    values computed in Python that change every step — though `torch.tensor(list)` of a fixed
-    list is still a constant to hoist); a one-off move outside the loop; factory ops that ran on
-    the device (they launch a kernel and are not counted).
+    values computed in Python every step); a one-off move outside the loop; factory ops that ran
+    on the device (they launch a kernel and are not counted).
     """
 
     id = "TL033"
