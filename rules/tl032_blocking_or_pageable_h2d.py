@@ -51,7 +51,8 @@ class BlockingOrPageableH2D(Rule):
     moved, copy time on the GPU and achieved GB/s; microarch: not applicable (the cost is the
     host waiting, not the copy engine).
     Fix: follows what was measured: pageable source -> pin it (`DataLoader(...,
-    pin_memory=True)`, or `tensor.pin_memory()` once for a data set kept in memory): from
+    pin_memory=True)`, or `tensor.pin_memory()` once for a data set kept in memory; outside
+    PyTorch `cudaHostAlloc` / `cudaHostRegister`): from
     pageable memory even non_blocking=True stays synchronous; non_blocking=False -> `x.to(device,
     non_blocking=True)` (the kernels that use x still wait for the copy in stream order, the host
     does not); a synchronous `cudaMemcpy` -> `cudaMemcpyAsync` on a stream from pinned memory. To
@@ -137,7 +138,7 @@ class BlockingOrPageableH2D(Rule):
         where.device, where.stream, where.kernel = d, int(row["stream"]), str(tl.copies["name"].iat[int(row["copy"])])
         causes = []
         if pageable.any():
-            causes.append(f"{int(pageable.sum())} from pageable memory (pin_memory=False / unpinned tensor)")
+            causes.append(f"{int(pageable.sum())} from pageable host memory (not pinned: pin_memory=False)")
         if synced.any():
             causes.append(f"{int(synced.sum())} followed by a stream sync (non_blocking=False)")
         if sync_api.any():
@@ -216,8 +217,8 @@ def _fix(pageable: bool, synced: bool, sync_api: bool) -> str:
     parts = []
     if pageable:
         parts.append("Pin the source memory: DataLoader(..., pin_memory=True), or tensor.pin_memory() once "
-                     "for a data set kept in memory; from pageable memory even non_blocking=True stays "
-                     "synchronous (the driver stages the copy).")
+                     "for a data set kept in memory (outside PyTorch: cudaHostAlloc / cudaHostRegister); from "
+                     "pageable memory even non_blocking=True stays synchronous (the driver stages the copy).")
     if synced or pageable:
         parts.append("Copy with x.to(device, non_blocking=True): the kernels that use x still wait for the "
                      "copy in stream order, the host does not.")
