@@ -1,6 +1,7 @@
 """TL032 blocking-or-pageable-h2d."""
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +95,15 @@ class BlockingOrPageableH2D(Rule):
             yield self._finding(ctx, key, g, blocked, span)
 
     def _candidates(self, ctx):
+        """The candidate copies, computed once per context (check, then fix_edits per finding)."""
+        cached = getattr(self, "_cached", None)
+        if cached is not None and cached[0]() is ctx:
+            return cached[1]
+        u = self._compute_candidates(ctx)
+        self._cached = (weakref.ref(ctx), u)
+        return u
+
+    def _compute_candidates(self, ctx):
         """Blocking uploads in scope, not TL033's, with their grouping key."""
         tl = ctx.tl
         u = uploads(tl)

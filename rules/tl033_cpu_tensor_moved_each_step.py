@@ -1,6 +1,7 @@
 """TL033 cpu-tensor-moved-each-step."""
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,6 +94,15 @@ class CpuTensorMovedEachStep(Rule):
             yield self._finding(ctx, key, g, steps, n_steps)
 
     def _candidates(self, ctx):
+        """The candidate copies, computed once per context (check, then fix_edits per finding)."""
+        cached = getattr(self, "_cached", None)
+        if cached is not None and cached[0]() is ctx:
+            return cached[1]
+        u = self._compute_candidates(ctx)
+        self._cached = (weakref.ref(ctx), u)
+        return u
+
+    def _compute_candidates(self, ctx):
         tl = ctx.tl
         u = uploads(tl)
         if len(u) == 0:
