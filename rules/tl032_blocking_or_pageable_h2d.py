@@ -32,8 +32,10 @@ class BlockingOrPageableH2D(Rule):
     synchronises the stream). Grouped by device and call site (the Python line of the `.to()`
     when the trace has stacks, else the framework op that moved the tensor); one finding per
     site whose host wait reaches `min_ns` and `min_share` of the span. It names the cause per
-    copy: pageable source memory (`pin_memory=False`, an unpinned tensor), `non_blocking=False`,
-    or a synchronous copy API. Tensors a factory op (`torch.zeros`, `arange`, ...) created on the
+    copy: pageable source memory (`pin_memory=False`, an unpinned tensor), `non_blocking=False`
+    (a stream sync inside the moving op, or right after the copy call when the trace records no
+    ops), an explicit synchronize call after the copy (a device sync, or a sync after the op), or
+    a synchronous copy API. Tensors a factory op (`torch.zeros`, `arange`, ...) created on the
     CPU just before the move are left to TL033, whose fix removes the copy altogether.
     Relation to TL004 (unoverlapped-copy): TL004 measures the device side, copy time no compute
     overlaps, and its fix moves copies to a side stream and prefetches them. This rule measures
@@ -56,7 +58,8 @@ class BlockingOrPageableH2D(Rule):
     PyTorch `cudaHostAlloc` / `cudaHostRegister`): from
     pageable memory even non_blocking=True stays synchronous; non_blocking=False -> `x.to(device,
     non_blocking=True)` (the kernels that use x still wait for the copy in stream order, the host
-    does not); a synchronous `cudaMemcpy` -> `cudaMemcpyAsync` on a stream from pinned memory. To
+    does not); an explicit synchronize after the copy -> drop it (stream order already makes
+    the consumers wait); a synchronous `cudaMemcpy` -> `cudaMemcpyAsync` on a stream from pinned memory. To
     also hide the copy under compute, prefetch the next batch on a side stream (TL004). The
     projected saving replays the copy calls and their syncs as asynchronous calls costing a
     typical launch; pinned copies are also faster on the bus, which is not counted.
@@ -139,6 +142,12 @@ class BlockingOrPageableH2D(Rule):
         d = int(g["device"].iat[0])
         pageable = g["src_kind"].to_numpy() == "pageable"
         synced = g["sync"].to_numpy() >= 0
+        # a sync inside the moving op is PyTorch's non_blocking=False; a device sync, or one after
+        # a recorded op, is the program's own synchronize call
+        device_sync = np.array([n.lower().find("devicesynchronize") >= 0 or n.lower().find("ctxsynchronize") >= 0
+                                for n in g["sync_name"]], dtype=bool)
+        explicit = synced & (device_sync | ((g["mover"].to_numpy() >= 0) & ~g["sync_in_op"].to_numpy()))
+        nb_false = synced & ~explicit
         sync_api = np.array(["async" not in n.lower() for n in g["api_name"]], dtype=bool)
         steps = g.loc[g["step"] >= 0, "step"].nunique()
         worst = int(np.argmax(g["blocked_ns"].to_numpy()))
@@ -149,8 +158,10 @@ class BlockingOrPageableH2D(Rule):
         causes = []
         if pageable.any():
             causes.append(f"{int(pageable.sum())} from pageable host memory (not pinned: pin_memory=False)")
-        if synced.any():
-            causes.append(f"{int(synced.sum())} followed by a stream sync (non_blocking=False)")
+        if nb_false.any():
+            causes.append(f"{int(nb_false.sum())} followed by a stream sync (non_blocking=False)")
+        if explicit.any():
+            causes.append(f"{int(explicit.sum())} followed by an explicit synchronize call")
         if sync_api.any():
             causes.append(f"{int(sync_api.sum())} by a synchronous copy API")
         cause_txt = "; ".join(causes)
@@ -169,6 +180,7 @@ class BlockingOrPageableH2D(Rule):
             iterations=Measure(int(steps), "count"),
             pageable_copies=Measure(int(pageable.sum()), "count"),
             synced_copies=Measure(int(synced.sum()), "count"),
+            explicit_sync_copies=Measure(int(explicit.sum()), "count"),
             sync_api_copies=Measure(int(sync_api.sum()), "count"))
         nbytes = g["bytes"].to_numpy()
         dur = (g["end"] - g["start"]).to_numpy()
@@ -190,7 +202,7 @@ class BlockingOrPageableH2D(Rule):
         return self.finding(
             ctx, message=(f"GPU {d}: the host waits {blocked / 1e6:.2f} ms ({blocked / span:.1%} of the span) "
                           f"in {len(g)} host-to-device copies at {site}: {cause_txt}"),
-            fix=_fix(bool(pageable.any()), bool(synced.any()), bool(sync_api.any())),
+            fix=_fix(bool(pageable.any()), bool(nb_false.any()), bool(sync_api.any()), bool(explicit.any())),
             impact_ns=blocked, where=where, occurrences=len(g),
             windows=[(int(b[i]), int(e[i])) for i in order],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel,
@@ -223,7 +235,7 @@ def _launch_cost(ctx) -> int:
     return int(np.median((api["end"] - api["start"]).to_numpy()[launch]))
 
 
-def _fix(pageable: bool, synced: bool, sync_api: bool) -> str:
+def _fix(pageable: bool, synced: bool, sync_api: bool, explicit: bool = False) -> str:
     parts = []
     if pageable:
         parts.append("Pin the source memory: DataLoader(..., pin_memory=True), or tensor.pin_memory() once "
@@ -232,6 +244,9 @@ def _fix(pageable: bool, synced: bool, sync_api: bool) -> str:
     if synced or pageable:
         parts.append("Copy with x.to(device, non_blocking=True): the kernels that use x still wait for the "
                      "copy in stream order, the host does not.")
+    if explicit:
+        parts.append("Drop the synchronize call after the copy: stream order already makes the kernels that "
+                     "use the data wait for it.")
     if sync_api:
         parts.append("Replace the synchronous cudaMemcpy with cudaMemcpyAsync on a stream from pinned memory.")
     parts.append("To also hide the copy under compute, prefetch the next batch on a side stream (TL004).")

@@ -14,6 +14,7 @@ import pytest
 from conftest import TRACES, trace_or_skip
 from tracelint.api import lint
 from tracelint.engine.config import Config
+from tracelint.engine.finding import Layer
 from tracelint.synth.scenarios import tl032
 
 RESNET = TRACES / "torch" / "kineto_tbplugin_resnet50_v100_2021-06.pt.trace.json.gz"
@@ -118,6 +119,23 @@ def test_blocked_time_matches_raw_file(fmt, src_kind, tmp_path):
 def test_pinned_non_blocking_is_silent(fmt, tmp_path):
     _, report = _lint(tl032.loop("pinned", non_blocking=True), fmt, tmp_path)
     assert not [f for f in report.findings if f.rule == "TL032"]
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_explicit_synchronize_after_a_pinned_copy(fmt, tmp_path):
+    """A pinned non_blocking copy followed by torch.cuda.synchronize(): the sync is the cause,
+    not the memory or non_blocking; the wait is the device sync's duration from the raw file."""
+    path, report = _lint(tl032.loop("pinned", non_blocking=True, explicit_sync=True), fmt, tmp_path)
+    (f,) = [x for x in report.findings if x.rule == "TL032"]
+    assert f.evidence[Layer.SYSTEM].facts["explicit_sync_copies"].value == tl032.STEPS
+    assert f.metrics["pageable_copies"].value == 0
+    assert "Drop the synchronize" in f.fix and "pin_memory" not in f.fix
+    if fmt == "kineto":
+        ev = _kineto_events(path)
+        syncs = sorted((e for e in ev if e["name"] == "cudaDeviceSynchronize"), key=lambda e: e["ts"])
+        # the first device sync of each step follows the copy; the second ends the step
+        want = sum(_ns(e["dur"]) for e in syncs[0::2])
+        assert len(syncs) == 2 * tl032.STEPS and f.metrics["blocked_ns"].value == want
 
 
 def test_constant_is_left_to_tl033(tmp_path):

@@ -24,14 +24,15 @@ SYNC_AFTER_NS = 50_000
 FACTORY_GAP_NS = 100_000
 
 COLUMNS = ("copy", "device", "stream", "start", "end", "bytes", "src_kind", "api", "api_name",
-           "pid", "tid", "call_start", "call_end", "call_blocks", "sync", "sync_name", "sync_end",
+           "pid", "tid", "call_start", "call_end", "call_blocks", "sync", "sync_name", "sync_end", "sync_in_op",
            "blocked_ns", "step", "in_step", "mover", "factory")
 
 
 def uploads(tl, sync_after_ns: int = SYNC_AFTER_NS, factory_gap_ns: int = FACTORY_GAP_NS) -> pd.DataFrame:
     """The facts above, one row per H2D copy with a launching call (see COLUMNS). `copy`, `api`,
     `sync`, `mover` and `factory` are row positions in the copies, api_calls and ranges tables
-    (-1: none). `blocked_ns`: host time in the calls that waited for the copy."""
+    (-1: none). `blocked_ns`: host time in the calls that waited for the copy; `sync_in_op`: the
+    sync ran inside the moving op (`.to()` with non_blocking=False), not after it."""
     c, api = tl.copies, tl.api_calls
     if len(c) == 0 or len(api) == 0:
         return pd.DataFrame({k: [] for k in COLUMNS})
@@ -56,13 +57,19 @@ def uploads(tl, sync_after_ns: int = SYNC_AFTER_NS, factory_gap_ns: int = FACTOR
     step = _step_at(tl, pid, tid, cs)
     has_steps = bool(len(tl.ranges)) and bool((tl.ranges["kind"] == "step").any())
     mover, factory = _ops_around(tl, pid, tid, cs, factory_gap_ns)
+    # the sync runs inside the op that moved the tensor (PyTorch's memcpy_and_sync), not after it
+    r = tl.ranges
+    ms, me = (r["start"].to_numpy()[np.maximum(mover, 0)], r["end"].to_numpy()[np.maximum(mover, 0)]) \
+        if len(r) else (np.zeros(len(rows), np.int64), np.zeros(len(rows), np.int64))
+    s_start = a_s[np.maximum(sync, 0)]
+    sync_in_op = has_sync & (mover >= 0) & (ms <= s_start) & (s_start < me)
     return pd.DataFrame({
         "copy": rows, "device": c["device"].to_numpy()[rows], "stream": c["stream"].to_numpy()[rows],
         "start": xs, "end": xe, "bytes": c["bytes"].to_numpy()[rows],
         "src_kind": c["src_kind"].astype(str).to_numpy()[rows], "api": a, "api_name": names[a],
         "pid": pid, "tid": tid, "call_start": cs, "call_end": ce, "call_blocks": call_blocks,
         "sync": sync, "sync_name": np.where(has_sync, names[np.maximum(sync, 0)], ""),
-        "sync_end": np.where(has_sync, a_e[np.maximum(sync, 0)], -1),
+        "sync_end": np.where(has_sync, a_e[np.maximum(sync, 0)], -1), "sync_in_op": sync_in_op,
         "blocked_ns": blocked.astype(np.int64), "step": step,
         "in_step": (step >= 0) if has_steps else np.ones(len(rows), bool),
         "mover": mover, "factory": factory})

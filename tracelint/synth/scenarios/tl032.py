@@ -25,7 +25,7 @@ def _upload(b: TraceBuilder, src_kind: str, non_blocking: bool, nbytes: int = CO
 
 
 def loop(src_kind: str = "pageable", non_blocking: bool = False, setup_only: bool = False,
-         constant: bool = False) -> TraceBuilder:
+         constant: bool = False, explicit_sync: bool = False) -> TraceBuilder:
     b = TraceBuilder("NVIDIA A100-SXM4-80GB")
     if setup_only:                      # weights / data set uploaded once, before the loop
         for _ in range(3):
@@ -40,6 +40,8 @@ def loop(src_kind: str = "pageable", non_blocking: bool = False, setup_only: boo
                     _upload(b, "pinned", True)
                 else:
                     _upload(b, src_kind, non_blocking)
+                if explicit_sync:       # torch.cuda.synchronize() right after the copy
+                    b.sync("cudaDeviceSynchronize")
             b.cpu(1_000_000, name="aten::stack")      # host work the copy could overlap
             for _ in range(4):
                 b.launch(GEMM, 400_000)
