@@ -69,24 +69,29 @@ def main() -> None:
         sf = step_spans_us(root / Path(fixed).stem / "trace.json")
         ma, mf = statistics.median(sa), statistics.median(sf)
         diff = ma - mf
-        found, saved, check = [], [], []
+        counts: dict[str, int] = {}
+        saved: dict[str, str] = {}
+        check: list[str] = []
         for f in report["findings"]:
             if f["rule"] in ("TL100", "TL101"):          # privacy findings: no fix to time
                 continue
-            found.append(f["rule"])
+            counts[f["rule"]] = counts.get(f["rule"], 0) + 1
             if f["saving_ns"] is None:
-                saved.append(f"{f['rule']}: none — {f['saving_note']}")
-                check.append("no (no number to check)")
+                saved[f["rule"]] = f"none ({f['saving_note'].split(':')[0].split('.')[0]})"
                 continue
             per_step = f["saving_ns"] / 1000 / max(len(sa), 1)
-            ok = abs(per_step - diff) <= TOLERANCE * abs(diff)
-            saved.append(f"{f['rule']}: {fmt_us(per_step)}")
-            check.append(f"{'yes' if ok else 'NO'}: {per_step / diff - 1:+.0%}" if diff else "no")
+            saved[f["rule"]] = fmt_us(per_step)
+            ok = diff and abs(per_step - diff) <= TOLERANCE * abs(diff)
+            check.append(f"{f['rule']} {'within' if ok else 'NOT within'} ±{TOLERANCE:.0%}"
+                         + (f" ({per_step / diff - 1:+.0%})" if diff else ""))
+        found = ", ".join(r + (f" ×{n}" if n > 1 else "") for r, n in counts.items())
+        if counts and not check:
+            check = ["no: no finding gives a number"]
         print(f"| `{anti}` / `{fixed}` | {len(sa)} / {len(sf)} | {fmt_us(ma)} ({fmt_us(min(sa))}-"
               f"{fmt_us(max(sa))}) | {fmt_us(mf)} ({fmt_us(min(sf))}-{fmt_us(max(sf))}) | "
-              f"{fmt_us(diff)} ({diff / mf:+.0%}) | {', '.join(found) or 'none'} | "
-              f"{'; '.join(saved) or '–'} | {'; '.join(check) or 'nothing fires'} |")
-
+              f"{fmt_us(diff)} ({diff / mf:+.0%}) | {found or 'none'} | "
+              f"{'; '.join(f'{r}: {v}' for r, v in saved.items()) or '–'} | "
+              f"{'; '.join(check) or 'no: nothing fires'} |")
 
 if __name__ == "__main__":
     main()
