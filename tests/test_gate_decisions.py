@@ -155,7 +155,8 @@ def test_128_rank_pair_injected_slowdown_caught():
     res = run_gate(both, [slow])
     assert res.status == "failed" and res.regressions == ["gpu_time[gemm]"]
     c = res.metrics["gpu_time[gemm]"]
-    assert c.change == pytest.approx(0.10, abs=0.01) and c.low > 0.02
+    # +10 % on rank 0 is +8.9 % against the mean of both ranks: the interval must hold it
+    assert c.low > 0.02 and c.low < 0.089 < c.high
 
 
 @pytest.mark.slow
