@@ -93,6 +93,22 @@ def test_diff_html_is_complete_and_every_row_has_its_status():
     assert "td.status,th.status{white-space:nowrap" in html and "overflow-x:auto" in html
 
 
+def test_ten_percent_class_slowdown_caught_with_enough_iterations():
+    """The injector used on the real pair, on runs with 40 iterations and 3 % jitter per
+    kernel: a 10 % gemm slowdown is caught against a two-run baseline (the runs' medians agree
+    to ~0.2 %) and against a one-run baseline (the spread of 40 iterations), naming gemm and
+    only the metrics that contain it; the same workload without the slowdown passes."""
+    runs = [profile(synth(STEPS, jitter=0.03, seed=s)) for s in (1, 2)]
+    slow = profile(slow_down(synth(STEPS, jitter=0.03, seed=3), "gemm", 1.10))
+    for doc, method in ((make_baseline(runs), "runs"), (make_baseline(runs[:1]), "instances")):
+        res = run_gate(doc, [slow])
+        assert res.status == "failed" and set(res.regressions) == {"gpu_time", "gpu_time[gemm]"}
+        c = res.metrics["gpu_time[gemm]"]
+        assert c.method == method and c.low > 0.02 and c.low < 0.10 < c.high
+        assert any("gpu_time[gemm]" in r for r in res.reasons())
+        assert run_gate(doc, [profile(synth(STEPS, jitter=0.03, seed=3))]).status == "passed"
+
+
 @pytest.mark.slow
 @needs(CAPTURE, REEXPORT)
 def test_reexport_gives_no_gained_or_lost_findings():
@@ -125,9 +141,12 @@ def test_128_rank_pair_no_false_alarm():
 @pytest.mark.slow
 @needs(RANK0, RANK1)
 @pytest.mark.xfail(strict=True, reason=(
-    "regressed when wave 2 was merged: against the two-rank baseline the 10% gemm slowdown is "
-    "now judged on whole-run values (interval -13%..+31%, 'uncertain', 6 runs needed) instead "
-    "of per-iteration samples; issue #15 stays open for it"))
+    "the data cannot show it: 2 ranks x 2 iterations; the ranks' gemm differs by 2% (33.69 vs "
+    "34.39 ms), so the two-run interval is -13%..+31% (1 df, 6 runs per side needed). It "
+    "passed before the wave-2 merge only because the ranks' gemm agreed to 0.05% by chance. "
+    "Pooling iterations instead gives false alarms between the ranks (elementwise +57%) and "
+    "still leaves gemm uncertain (+7.8% [+1.9%, +16.2%]): docs/statistics.md, "
+    "scripts/gate_false_alarms.py. Issue #15 stays open for it"))
 def test_128_rank_pair_injected_slowdown_caught():
     from tracelint import load
     t0, t1 = load(RANK0), load(RANK1)
@@ -136,7 +155,8 @@ def test_128_rank_pair_injected_slowdown_caught():
     res = run_gate(both, [slow])
     assert res.status == "failed" and res.regressions == ["gpu_time[gemm]"]
     c = res.metrics["gpu_time[gemm]"]
-    assert c.change == pytest.approx(0.10, abs=0.01) and c.low > 0.02
+    # +10 % on rank 0 is +8.9 % against the mean of both ranks: the interval must hold it
+    assert c.low > 0.02 and c.low < 0.089 < c.high
 
 
 @pytest.mark.slow
