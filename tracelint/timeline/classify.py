@@ -349,8 +349,9 @@ def data_parallel_op(name: str) -> str | None:
     fn, backward = m.group(1), bool(m.group(2))
     kind = {"Broadcast": "replicate", "Scatter": "scatter", "Gather": "gather",
             "ReduceAddCoalesced": "reduce"}[fn]
-    if backward:   # Broadcast's backward reduces gradients; Scatter's gathers, Gather's scatters
-        kind = {"replicate": "reduce", "scatter": "gather", "gather": "scatter", "reduce": "replicate"}[kind]
+    if backward:   # Broadcast's backward reduces gradients, Gather's scatters them; Scatter's
+        # gathers input gradients, which a one-GPU DataParallel does too: counted as scatter
+        kind = {"replicate": "reduce", "scatter": "scatter", "gather": "scatter", "reduce": "replicate"}[kind]
     return kind
 
 
