@@ -30,6 +30,7 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl031_dataloader_main_process", "DataLoaderMainProcess"),
     ("tl034_conv_bias_before_batchnorm", "ConvBiasBeforeBatchNorm"),
     ("tl035_data_parallel", "DataParallel"),
+    ("tl036_cudnn_autotune_in_steps", "CudnnAutotuneInSteps"),
     ("tl100_secret_in_trace", "SecretInTrace"),
     ("tl101_personal_data", "PersonalDataInTrace"),
     ("tl201_job_exposed_comm", "JobExposedCommunication"),

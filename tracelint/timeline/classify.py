@@ -304,6 +304,8 @@ _CONV_OP = re.compile(r"^aten::(conv[123]d|convolution|_convolution|conv_transpo
 _BN_OP = re.compile(r"^aten::(batch_norm|native_batch_norm|_native_batch_norm_legit\w*|"
                     r"cudnn_batch_norm|miopen_batch_norm|_batch_norm_impl_index)$")
 _ADD_OP = re.compile(r"^aten::add_?$")
+_CONV_BWD_OP = re.compile(r"^aten::(convolution_backward|cudnn_convolution_backward\w*|"
+                          r"cudnn_convolution_transpose_backward\w*|miopen_convolution_backward\w*)$")
 #: torch.nn.DataParallel: its autograd Functions are recorded by class name (THPFunction_apply),
 #: their backward nodes as <Name>Backward; its Python files under torch/nn/parallel/.
 _DP_OP = re.compile(r"^(?:autograd::engine::evaluate_function: )?(Broadcast|Scatter|Gather|"
@@ -329,10 +331,13 @@ def nvtx_op_sizes(name: str) -> list | None:
 
 
 def model_op(name: str) -> str | None:
-    """conv | batch_norm | add for the framework ops TL034 reads (Kineto or emit_nvtx names)."""
+    """conv | conv_backward | batch_norm | add for the framework ops TL034 and TL036 read
+    (Kineto or emit_nvtx names)."""
     base = framework_op_name(name)
     if _CONV_OP.match(base):
         return "conv"
+    if _CONV_BWD_OP.match(base):
+        return "conv_backward"
     if _BN_OP.match(base):
         return "batch_norm"
     if _ADD_OP.match(base):
