@@ -16,6 +16,8 @@ SHAPES_HINT = ("torch.profiler.profile(record_shapes=True) (tracelint capture se
 #: Ops after the convolution that only touch 0-d tensors (BatchNorm's
 #: `num_batches_tracked.add_(1)` in training) are skipped on the way to the consumer.
 LOOKAHEAD = 3
+NO_SAVING = ("the bias add has no kernel of its own in this trace (fused into the convolution, "
+             "or no GPU activity): its cost cannot be separated, so no saving can be established")
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,6 @@ class ConvBiasBeforeBatchNorm(Rule):
     layers = frozenset({Layer.SYSTEM, Layer.KERNEL})
     needs = frozenset({"ranges"})
     frameworks = frozenset({"pytorch"})     # reads aten:: op names and their recorded shapes
-    uses_kernel_times = False
     Options = Options
 
     def _analysis(self, ctx) -> dict | None:
@@ -85,9 +86,7 @@ class ConvBiasBeforeBatchNorm(Rule):
         a = self._analysis(ctx)
         rows = tuple(a["bias_kernels"].tolist()) if a is not None else ()
         if not rows:
-            return None, ("the bias add has no kernel of its own in this trace (fused into the "
-                          "convolution, or no GPU activity): its cost cannot be separated, so no "
-                          "saving can be established")
+            return None, NO_SAVING
         return [Scale(None, 0.0, ops=Ops(kernel_rows=rows), with_launch=True)], ""
 
     def check(self, ctx):
@@ -126,7 +125,7 @@ class ConvBiasBeforeBatchNorm(Rule):
             metrics={"pairs": Measure(len(pairs), "count"), "per_iteration": Measure(round(per_step, 3), "count"),
                      "bias_elements": Measure(bias_params, "count"),
                      "bias_add_elements": Measure(out_elems, "count")},
-            key="conv_bias_bn")
+            key="conv_bias_bn", saving_note="" if len(a["bias_kernels"]) else NO_SAVING)
 
     def _kernel_evidence(self, ctx, a, out_elems, itemsize):
         rows = a["bias_kernels"]

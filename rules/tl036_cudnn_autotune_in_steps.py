@@ -35,9 +35,10 @@ class CudnnAutotuneInSteps(Rule):
     cannot be told from re-tuning there.
     What it does not detect: cudnn.benchmark=False. A convolution that was never tuned looks
     exactly like one tuned before the capture began, so no trace can show the flag is off.
-    Why it hurts: each new shape costs the time of running every candidate algorithm plus
-    host-device synchronisations that drain the launch queue, often tens of milliseconds per
-    layer; with shapes that change every step the tuning never pays back.
+    Why it hurts: each new shape costs the time of running every candidate algorithm (up to
+    torch.backends.cudnn.benchmark_limit of them) plus host-device synchronisations that drain
+    the launch queue, for every convolution layer, forward and backward; with shapes that
+    change every step the tuning never pays back.
     Evidence: system: autotuning calls, the iterations they fall in, their host time and the
     blocking calls inside them; kernel: the kernels they launch (count, distinct names, GPU
     time); microarch: not applicable.

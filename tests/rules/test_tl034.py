@@ -133,6 +133,7 @@ def test_cpu_example_fires_at_the_forward_line_and_twin_is_silent(tmp_path, monk
     assert f["where"]["file"].endswith("conv_bias_bn.py")
     assert f["where"]["line"] == _line_of("conv_bias_bn.py", "def forward")
     assert f["evidence"]["kernel"]["status"] == "estimated"        # no GPU: bytes, not time
+    assert f.get("saving_ns") is None and "no saving can be established" in f["saving_note"]
 
     report, ev = _capture(tmp_path, "conv_bias_bn_fixed.py", monkeypatch)
     assert not _biased_convs(ev)
