@@ -30,9 +30,9 @@ import msgspec
 from ..errors import TracelintError, TraceFormatError
 from ..io import copy_sqlite, write_atomic
 from . import patterns as P
-from .scan import (Collector, Hit, ScanResult, detect_format, events_of,
-                   json_hits, json_matches, needles_in,
-                   read_json_bytes, scan_file, split_json, suspicious, walk_json)
+from .json_slices import events_of, needles_in, read_json_bytes, split_json, suspicious
+from .scan import (Collector, Hit, ScanResult, detect_format, json_hits, json_matches,
+                   scan_file, walk_json)
 from .sqlite_cells import encode_text, iter_sqlite_text, quote_name
 
 _EXACT_DEC = msgspec.json.Decoder(float_hook=Decimal)
