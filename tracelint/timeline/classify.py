@@ -71,6 +71,22 @@ API_ROLES: Sequence[tuple[str, str]] = (
 
 _API_RES = [(c, re.compile(p)) for c, p in API_ROLES]
 
+#: Launch APIs that replay a captured CUDA / HIP graph (cudaGraphLaunch, cuGraphLaunch,
+#: hipGraphLaunch and their _ptsz / version variants).
+GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
+#: Stream-ordered API variants (cudaMallocAsync, cudaMemcpyAsync, ...): they do not block the host.
+ASYNC_API = re.compile(r"Async", re.I)
+
+
+def is_graph_launch(name: str) -> bool:
+    """True for an API call that launches a captured CUDA / HIP graph."""
+    return bool(GRAPH_LAUNCH.search(name))
+
+
+def is_async_api(name: str) -> bool:
+    """True for the stream-ordered (`*Async`) variant of an API call."""
+    return bool(ASYNC_API.search(name))
+
 #: Framework ops that read a device value back to the host (`.item()`, `.cpu()`, `.tolist()`,
 #: `torch.nonzero`, data-dependent shapes): on a GPU each blocks the host until the device drains.
 HOST_READBACK_OPS = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|nonzero_static|is_nonzero|"
@@ -90,6 +106,11 @@ TENSOR_CORE_NAME = re.compile(r"tf32|s1688|s16816|h884|h1688|h16816|bf16|f16|hmm
                               re.IGNORECASE)
 
 
+def is_host_readback_op(name: str) -> bool:
+    """True for a framework op that reads a device value back to the host (HOST_READBACK_OPS)."""
+    return bool(HOST_READBACK_OPS.match(name))
+
+
 def is_fp32_cuda_core_gemm(name: str) -> bool:
     """True for a GEMM / convolution kernel whose name shows FP32 math on the CUDA cores."""
     return bool(FP32_CUDA_CORE_GEMM.search(name)) and not TENSOR_CORE_NAME.search(name.split("(")[0])
@@ -101,6 +122,11 @@ LIBRARY_CODE = re.compile(
     r"(site-packages|dist-packages|/lib/python\d|^<|torch/|/torch/|threading\.py|runpy\.py|"
     r"contextlib\.py|built-in|importlib)")
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+
+def is_library_code(file: str) -> bool:
+    """True for a Python file that is library code (LIBRARY_CODE), not the user's."""
+    return bool(LIBRARY_CODE.search(file))
 
 
 def strip_api_version(name: str) -> str:
@@ -128,6 +154,25 @@ def kernel_class(name: str) -> str:
         if rx.search(fn):
             return cls
     return "other"
+
+
+#: Library names that contain "gemm" without being GEMMs (fbgemm_gpu quantize / embedding
+#: kernels): removed before classifying, so `fbgemm_gpu::..._FP8_quantize` is a dequant kernel.
+_LIBRARY_PREFIX = re.compile(r"fbgemm", re.I)
+#: A "dequant"-class name that is itself a GEMM (a fused dequant-GEMM such as Marlin,
+#: AWQ/GPTQ GEMM, machete, W4A16 GEMM): its time is GEMM time, not overhead.
+FUSED_DEQUANT_GEMM = re.compile(r"gemm|matmul|marlin|machete|_mm_|wgmma|mma_|cutlass", re.I)
+
+
+def kernel_class_without_library(name: str) -> str:
+    """kernel_class of the name with library prefixes that fake a class (fbgemm) removed."""
+    return kernel_class(_LIBRARY_PREFIX.sub("", name))
+
+
+def is_fused_dequant_gemm(name: str) -> bool:
+    """True when a kernel name (library prefixes removed) says GEMM: for a `dequant`-class
+    kernel, a fused dequant-GEMM whose time is GEMM time."""
+    return bool(FUSED_DEQUANT_GEMM.search(_LIBRARY_PREFIX.sub("", name)))
 
 
 def api_role(name: str) -> str:
@@ -174,6 +219,16 @@ def blocks_host(name: str) -> bool:
     if role == "sync":
         return sync_kind(name) not in ("stream_wait_event", "query")
     return role in ("copy", "memset") and "async" not in name.lower()
+
+
+def name_mask(values: pd.Series | pd.Categorical, fn) -> np.ndarray:
+    """fn(name) -> bool per row of a name column, evaluated once per distinct name (a row
+    without a name is False)."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    if not isinstance(cat, pd.Categorical):
+        cat = pd.Categorical(cat)
+    hit = np.array([bool(fn(str(c))) for c in cat.categories] + [False], dtype=bool)
+    return hit[cat.codes]
 
 
 def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categorical:
@@ -263,6 +318,62 @@ def dataloader_iter(name: str) -> str | None:
     return "main_process" if "SingleProcess" in name else "workers"
 
 
+# ----- range names: iterations and emit_nvtx operator ranges ------------------------------
+#: torch.autograd.profiler.emit_nvtx names NVTX ranges "aten::mul, seq = 3, op_id = 12": ops.
+_EMIT_NVTX = re.compile(r"^([^,\s]+), (?:seq|op_id|sizes|stashed seq) = ")
+_EMIT_NVTX_IDS = re.compile(r", (op_id|seq) = \d+")
+
+
+def is_profiler_step(name: str) -> bool:
+    """True for torch.profiler's iteration range `ProfilerStep#N`."""
+    return name.startswith("ProfilerStep#")
+
+
+def emit_nvtx_op(name: str) -> str | None:
+    """The operator of an emit_nvtx range ("aten::mul, seq = 3, op_id = 12" -> "aten::mul"),
+    None for any other range."""
+    m = _EMIT_NVTX.match(name)
+    return m.group(1) if m else None
+
+
+def has_emit_nvtx_ids(name: str) -> bool:
+    """True for a range name carrying emit_nvtx's `, op_id = N` / `, seq = N`: an operator
+    range, not a phase of the program."""
+    return bool(_EMIT_NVTX_IDS.search(name))
+
+
+# ----- GPU (device) names: host link and tensor cores ---------------------------------------
+#: (device-name pattern, usable host-link GB/s, link) in priority order: the peak a host copy
+#: is compared against.
+HOST_LINKS = (
+    (r"GH200|GB200|Grace", 450.0, "NVLink-C2C"),
+    (r"H100|H200|H800|H20\b|B200|B100|L40|MI300|MI325|MI355", 50.0, "PCIe Gen5 x16"),
+    (r"A100|A800|A10\b|A30|A40|A6000|RTX 30|RTX 40|RTX A|3090|3080|4090|MI2\d0|MI100", 25.0, "PCIe Gen4 x16"),
+    (r"V100|T4|RTX 20|2080|TITAN|P100|Quadro|MI50|MI60", 12.0, "PCIe Gen3 x16"),
+)
+#: GPUs whose tensor cores take FP32 inputs via TF32, and GPUs with FP16-only tensor cores.
+_TF32_GPUS = re.compile(r"A100|A10|A30|A40|A800|H100|H200|H800|GH200|B100|B200|GB200|L4|L40|RTX (?:30|40|50)|RTX A\d", re.I)
+_FP16_TC_GPUS = re.compile(r"V100|T4|TITAN V|RTX 20|Quadro RTX|RTX \d000", re.I)
+
+
+def host_link(device_name: str) -> tuple[float, str] | None:
+    """(peak GB/s, link name) of the GPU's host link, from its name; None when not known."""
+    for pattern, gbps, link in HOST_LINKS:
+        if device_name and re.search(pattern, device_name, re.I):
+            return gbps, link
+    return None
+
+
+def tensor_cores_by_name(device_name: str) -> str | None:
+    """'tf32' (FP32 inputs can use TF32 tensor cores), 'fp16' (FP16-only tensor cores) or
+    None (none, or a GPU name this list does not know)."""
+    if device_name and _TF32_GPUS.search(device_name):
+        return "tf32"
+    if device_name and _FP16_TC_GPUS.search(device_name):
+        return "fp16"
+    return None
+
+
 # ----- which GPU architecture a kernel was built for --------------------------------------
 #: Architecture tags in kernel names: CUTLASS `cutlass_75_*`, xmma/cuBLASLt `sm75_*`,
 #: CUTLASS 3 `arch::Sm80`, cuBLAS `volta_* / turing_* / ampere_*`.
@@ -272,6 +383,17 @@ _NAMED = {"volta": (7, 0), "turing": (7, 5), "ampere": (8, 0), "hopper": (9, 0)}
 #: Tensor-core kernels only: an old SIMT kernel (pooling, sgemm) is no tensor-core fallback.
 TENSOR_OP = re.compile(r"tensorop|h884|h1688|h16816|s1688|s16816|i8816|hmma|wgmma|imma|tensor\d+x\d+x\d+",
                        re.IGNORECASE)
+
+
+def is_tensor_op_kernel(name: str) -> bool:
+    """True for a tensor-core kernel by its name (TENSOR_OP)."""
+    return bool(TENSOR_OP.search(name))
+
+
+def is_align1_kernel(name: str) -> bool:
+    """True for a library kernel built for 1-element alignment (CUTLASS / cuBLAS `align1`):
+    the operands' dimensions were not 16-byte aligned, so the library fell back."""
+    return "align1" in name
 
 
 def arch_of(name: str) -> tuple[int, int] | None:
