@@ -28,6 +28,8 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl022_memory_bound_dominant", "MemoryBoundDominant"),
     ("tl030_per_parameter_optimizer", "PerParameterOptimizer"),
     ("tl031_dataloader_main_process", "DataLoaderMainProcess"),
+    ("tl039_allocator_churn", "AllocatorChurn"),
+    ("tl040_memory_peak_near_capacity", "MemoryPeakNearCapacity"),
     ("tl100_secret_in_trace", "SecretInTrace"),
     ("tl101_personal_data", "PersonalDataInTrace"),
     ("tl201_job_exposed_comm", "JobExposedCommunication"),
