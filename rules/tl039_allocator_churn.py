@@ -132,6 +132,7 @@ class AllocatorChurn(Rule):
             impact_ns=api_ns, where=where, occurrences=len(cycled),
             windows=[(int(first["ts"]), int(first["ts"]))],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
+            fix=self.section("Fix").split(" For temporaries:")[0],
             metrics={"released_per_iteration": Measure(med, "bytes"),
                      "iterations": Measure(len(cycled), "count")},
             key=f"release|{dm.device_type}|{dm.device}")
@@ -155,13 +156,14 @@ class AllocatorChurn(Rule):
         for med, site, count, hit in sorted(found, key=lambda x: (-x[0], x[1]))[:opt.top]:
             rows = pairs[pairs["site"] == site]
             rep = rows.loc[rows["bytes"].idxmax()]
-            yield self._transient_finding(ctx, dm, rep, med, count, hit, len(iters), site)
+            ops = rows.groupby(rows["op"].astype(str))["bytes"].sum().sort_values(ascending=False)
+            yield self._transient_finding(ctx, dm, rep, med, count, hit, len(iters), site,
+                                          [o for o in ops.index[:4] if o])
 
-    def _transient_finding(self, ctx, dm, rep, med, count, hit, n_iters, site):
+    def _transient_finding(self, ctx, dm, rep, med, count, hit, n_iters, site, ops):
         where = ctx.where_for_host(int(rep["pid"]), int(rep["tid"]), int(rep["ts"]))
-        op = str(rep["op"])
         at = f" {where.source_text()}" if where.file else ""
-        via = f" in `{op}`" if op else ""
+        via = f" in {', '.join(f'`{o}`' for o in ops)}" if ops else ""
         system = Evidence.measured(
             f"In {hit} of {n_iters} iterations the call site{via}{at} allocates and frees "
             f"{med / MIB:.1f} MiB within the iteration ({count} allocation(s), median per "
@@ -182,6 +184,7 @@ class AllocatorChurn(Rule):
                           "allocate once outside the loop and write in place"),
             impact_ns=0, where=where, occurrences=hit, windows=[(int(rep["ts"]), int(rep["free_ts"]))],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
+            fix="Allocate" + self.section("Fix").split(" For temporaries: allocate", 1)[-1],
             metrics={"transient_bytes_per_iteration": Measure(med, "bytes"),
                      "allocations_per_iteration": Measure(count, "count")},
             key=f"transient|{dm.device_type}|{site}")
@@ -228,8 +231,9 @@ def _transient_pairs(m: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def _sites(ctx, pairs: pd.DataFrame, sample: int) -> np.ndarray:
-    """Call site per allocation: its op and the Python line that issued it (looked up for an
-    even sample of each op's allocations; the rest take their op's most common line)."""
+    """Call site per allocation: the Python line that issued it, else its op (the line is
+    looked up for an even sample of each op's allocations; the rest take their op's most
+    common line). One line is one place to fix, whatever ops it runs."""
     site = np.empty(len(pairs), dtype=object)
     ops = pairs["op"].astype(str).to_numpy()
     for op in pd.unique(ops):
@@ -239,7 +243,7 @@ def _sites(ctx, pairs: pd.DataFrame, sample: int) -> np.ndarray:
         for k in pick:
             r = pairs.iloc[k]
             f = ctx.python_frame_at(int(r["pid"]), int(r["tid"]), int(r["ts"]))
-            lines[k] = f"{op}@{f[0]}:{f[1]}" if f else op
+            lines[k] = f"{f[0]}:{f[1]}" if f else f"op {op}"
         common = pd.Series(list(lines.values())).mode().iat[0]
         site[idx] = [lines.get(k, common) for k in idx]
     return site
