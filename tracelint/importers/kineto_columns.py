@@ -33,7 +33,7 @@ class Builder:
         buckets: dict[str, list[Event]] = defaultdict(list)
         for e in events:
             buckets[e.cat].append(e)
-        if MEMORY_CAT in buckets:                # explicit hook: kineto_memory keeps [memory]
+        if MEMORY_CAT in buckets or "" in buckets:   # explicit hook: kineto_memory keeps [memory]
             self.memory.add(events, raws)
         for cat, evs in buckets.items():
             self.cat_counts[cat] += len(evs)

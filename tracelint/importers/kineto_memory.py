@@ -80,11 +80,12 @@ class MemoryColumns:
         self.rows: list[tuple] = []     # (ts text/int, pid, tid, bytes, alloc, reserved, dtype, dev, addr)
         self.bad = 0
         self.seen = 0
+        self.notes: list[str] = []
 
     def add(self, events: list, raws: list) -> None:
         """events: the chunk's decoded events (with .cat and .name); raws: their raw bytes."""
         for e, raw in zip(events, raws):
-            if e.name == MEMORY_NAME and e.cat == MEMORY_CAT:
+            if e.name == MEMORY_NAME and e.cat in (MEMORY_CAT, ""):    # "": 2021 traces
                 self.add_raw(raw)
 
     def add_raw(self, raw) -> None:
@@ -115,12 +116,27 @@ class MemoryColumns:
         ts, pid, tid = ts[order], pid[order], tid[order]
         uniq, inv = np.unique(dtype[order], return_inverse=True)
         kind = np.array([DEVICE_TYPES.get(int(d), "other") for d in uniq], object)[inv.reshape(-1)]
+        dev, nbytes, alloc = np.where(kind == "cpu", -1, dev[order]), nbytes[order], alloc[order]
+        self._running_totals(kind, dev, nbytes, alloc)
         return make_table("memory", {
-            "device": np.where(kind == "cpu", -1, dev[order]), "device_type": pd.Categorical(kind),
-            "ts": ts, "bytes": nbytes[order], "total_allocated": alloc[order],
+            "device": dev, "device_type": pd.Categorical(kind),
+            "ts": ts, "bytes": nbytes, "total_allocated": alloc,
             "total_reserved": reserved[order], "addr": addr[order], "pid": pid, "tid": tid,
             "op": pd.Categorical(enclosing_ops(ranges, pid, tid, ts)),
             "source": pd.Categorical(["allocator"] * len(ts))}, len(ts))
+
+
+    def _running_totals(self, kind, dev, nbytes, alloc) -> None:
+        """Traces without "Total Allocated" (2021 Kineto): the running sum of Bytes per device,
+        from the capture start (memory allocated before it is not in it: a lower bound)."""
+        for key in {(k, d) for k, d in zip(kind, dev)}:
+            on = np.flatnonzero((kind == key[0]) & (dev == key[1]))
+            if (alloc[on] >= 0).any():
+                continue
+            run = np.cumsum(nbytes[on])
+            alloc[on] = run - min(0, int(run.min()))
+            self.notes.append(f"{key[0]} {key[1]}: no Total Allocated in the trace; allocated is "
+                              "the running sum of the events' Bytes from the capture start")
 
 
 def attach(tl, mem: MemoryColumns, us_to_ns: Callable, profile_memory: bool = False) -> None:
@@ -130,5 +146,6 @@ def attach(tl, mem: MemoryColumns, us_to_ns: Callable, profile_memory: bool = Fa
     tl.meta.raw_event_counts["memory"] = mem.seen
     if len(tl.memory) or profile_memory:
         tl.meta.captured.add("memory")
+    tl.meta.notes.extend(mem.notes)
     if mem.bad:
         tl.meta.notes.append(f"{mem.bad} [memory] events without a numeric ts or Bytes dropped")

@@ -30,7 +30,8 @@ _OWNER_KINDS = ("op", "annotation", "nvtx")
 def enclosing_ops(ranges: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
                   ts: np.ndarray) -> np.ndarray:
     """Per (pid, tid, ts): the name of the innermost CPU op / annotation / NVTX range on that
-    thread with start <= ts <= end, "" when none (vectorised, one pass per nesting level)."""
+    thread with start <= ts < end (or ts == start for an empty range), "" when none
+    (vectorised, one pass per nesting level)."""
     n = len(ts)
     out = np.full(n, "", dtype=object)
     if n == 0 or len(ranges) == 0:
@@ -59,7 +60,8 @@ def enclosing_ops(ranges: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
         k, at = k[order], at[order]
         pos = np.searchsorted(k, q, side="right") - 1
         c = at[np.clip(pos, 0, None)]
-        hit = (pos >= 0) & (k[np.clip(pos, 0, None)] // span == qthr) & (re_[c] >= ts)
+        hit = (pos >= 0) & (k[np.clip(pos, 0, None)] // span == qthr) & (
+            (re_[c] > ts) | (rs[c] == ts))
         out[hit] = names[c[hit]]
     return out
 
