@@ -217,3 +217,19 @@ def series_points(dm: DeviceMemory, points: int = 400) -> dict[str, list[int]]:
         idx = np.unique(np.concatenate([idx, peaks]))
     return {"ts": [int(x) for x in dm.ts[idx]], "allocated": [int(x) for x in dm.allocated[idx]],
             "reserved": [int(x) for x in dm.reserved[idx]]}
+
+
+def memory_summary(tl, points: int = 0) -> dict[str, Any]:
+    """The JSON form: per device the peaks (with iteration and op), fragmentation, capacity
+    and churn per iteration (medians and each iteration); `series` with points > 0."""
+    devices = []
+    for dm in device_memory(tl):
+        d = dm.to_dict(points)
+        for k in ("allocs", "alloc_bytes", "frees", "reserved_grown", "reserved_released"):
+            vals = [getattr(s, k) for s in dm.steps]
+            d.setdefault("per_iteration_median", {})[k] = int(np.median(vals)) if vals else None
+        d["peak_share_of_capacity"] = (round(dm.peak / dm.capacity, 6)
+                                       if dm.peak and dm.capacity else None)
+        devices.append(d)
+    return {"captured": "memory" in tl.meta.captured, "events": int(len(tl.memory)),
+            "devices": devices}
