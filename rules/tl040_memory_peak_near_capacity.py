@@ -16,7 +16,7 @@ class Options:
 
 
 class MemoryPeakNearCapacity(Rule):
-    """The device's memory peak comes close to its capacity: one larger batch or sequence from an out-of-memory error.
+    """The device's memory peak comes close to its capacity: one larger batch or sequence away from an out-of-memory error.
 
     What it detects: from the memory timeline (torch.profiler `profile_memory=True`, or nsys
     `--cuda-memory-usage=true`), the peak of the memory a device's allocator holds — reserved
