@@ -15,6 +15,7 @@ MIB = 1 << 20
 
 @dataclass(frozen=True)
 class Options:
+    min_iterations: int = option(2, "Iterations the trace must have: with fewer nothing repeats, so no pattern 'every iteration' can be seen.")
     min_step_share: float = option(0.8, "Report a pattern only when it repeats in at least this share of the iterations.")
     min_release_bytes: int = option(64 * MIB, "Reserved memory given back to the driver and taken again within one iteration, at least this many bytes (per iteration, median).")
     min_transient_bytes: int = option(16 * MIB, "Uncached allocator (CPU): bytes one call site allocates and frees again within each iteration, at least this many (median over iterations).")
@@ -52,7 +53,7 @@ class AllocatorChurn(Rule):
     Counter-example (when it does not apply): memory given back once between phases (after
     evaluation, before another model loads); allocations during warm-up, outside iterations;
     temporaries on a caching allocator whose reserved memory stays flat (cheap re-use); a trace
-    without iterations (nothing repeats to compare).
+    with fewer than `min_iterations` iterations (nothing repeats to compare).
     """
 
     id = "TL039"
@@ -68,7 +69,7 @@ class AllocatorChurn(Rule):
     def check(self, ctx):
         tl = ctx.tl
         steps = _steps(tl)
-        if len(steps) == 0:
+        if len(steps) < max(self.options.min_iterations, 1):
             return
         iters = [int(s) for s in steps["step"]]
         for dm in device_memory(tl, steps):
