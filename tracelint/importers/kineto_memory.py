@@ -88,6 +88,12 @@ class MemoryColumns:
             if e.name == MEMORY_NAME and e.cat in (MEMORY_CAT, ""):    # "": 2021 traces
                 self.add_raw(raw)
 
+    def merge(self, other: "MemoryColumns") -> None:
+        """Append another builder's events (a parallel decode's worker), in file order."""
+        self.rows += other.rows
+        self.bad += other.bad
+        self.seen += other.seen
+
     def add_raw(self, raw) -> None:
         self.seen += 1
         try:
