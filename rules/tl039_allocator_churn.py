@@ -77,7 +77,7 @@ class AllocatorChurn(Rule):
                 f = self._release(ctx, dm, iters)
                 if f is not None:
                     yield f
-            elif dm.device_type == "cpu" or dm.peak_reserved is None:
+            elif dm.device_type == "cpu":        # no cache: every allocation is a fresh one
                 yield from self._transient(ctx, dm, iters, steps)
 
     # ----- reserved memory released and re-obtained ------------------------------------------
