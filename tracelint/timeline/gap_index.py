@@ -5,9 +5,12 @@ every API call (the blocking calls of the launching thread, the stream waits of 
 and over every earlier GPU activity (the last linked one on the same stream): on the 287 MB
 reference trace, 60,000 gaps x 250,000 calls, 95% of lint's time. The same rows come from
 tables grouped by key (thread, stream) and sorted by start once, so each gap costs a few
-binary searches. Results are the same rows, in row order, as the masks gave.
+binary searches (bisect on Python lists: a numpy call per scalar search cost more than the
+search). Results are the same rows, in row order, as the masks gave.
 """
 from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
@@ -28,15 +31,17 @@ class Overlaps:
         self.end = np.asarray(end, np.int64)[self.rows]
         self.cummax = self.end.copy()
         bounds = np.flatnonzero(np.r_[True, self.key[1:] != self.key[:-1]]) if len(rows) else ()
+        self.span: dict[int, tuple[int, int]] = {}     # key -> its rows [a, b)
         for a, b in zip(bounds, [*bounds[1:], len(rows)]):
             self.cummax[a:b] = np.maximum.accumulate(self.cummax[a:b])
+            self.span[int(self.key[a])] = (int(a), int(b))
+        self._start, self._cummax = self.start.tolist(), self.cummax.tolist()
 
     def find(self, key: int, lo: int, hi: int) -> np.ndarray:
         """Rows of `key` with start < hi and end > lo, ascending."""
-        a = int(np.searchsorted(self.key, key, side="left"))
-        b = int(np.searchsorted(self.key, key, side="right"))
-        j = a + int(np.searchsorted(self.start[a:b], hi, side="left"))
-        i = a + int(np.searchsorted(self.cummax[a:b], lo, side="right"))
+        a, b = self.span.get(key, (0, 0))
+        j = bisect_left(self._start, hi, a, b)
+        i = bisect_right(self._cummax, lo, a, b)
         if i >= j:
             return _NONE
         return np.sort(self.rows[i:j][self.end[i:j] > lo])
@@ -54,11 +59,14 @@ class GapIndex:
         self.d_stream, self.d_launch, self.a_start = d_stream, d_launch, a_start
         linked = np.flatnonzero(d_launch >= 0)           # activity with a known launch, by stream
         order = np.lexsort((linked, d_stream[linked]))
-        self.linked, self.linked_stream = linked[order], d_stream[linked][order]
+        self.linked = linked[order]
+        self.linked_span = _spans(d_stream[linked][order])
+        self._linked = self.linked.tolist()
         waits = np.asarray(waits, dtype=np.int64)         # stream-wait calls, by thread and start
         order = np.lexsort((waits, a_start[waits], self.thread[waits])) if len(waits) else waits
         self.waits = waits
-        self.wait_thread, self.wait_start = self.thread[waits[order]], a_start[waits[order]]
+        self.wait_span = _spans(self.thread[waits[order]])
+        self._wait_start = a_start[waits[order]].tolist()
         n = len(gpu_waits)
         self.gpu_waits = Overlaps(gpu_waits["stream"].to_numpy(), gpu_waits["start"].to_numpy(),
                                   gpu_waits["end"].to_numpy(), np.arange(n)) if n else None
@@ -79,13 +87,18 @@ class GapIndex:
             return True
         if len(self.waits) == 0:
             return False
-        a = int(np.searchsorted(self.linked_stream, stream, side="left"))
-        b = int(np.searchsorted(self.linked_stream, stream, side="right"))
-        k = a + int(np.searchsorted(self.linked[a:b], p, side="left")) - 1
-        lo = self.a_start[self.d_launch[self.linked[k]]] if k >= a else -1
-        t = int(self.thread[li])
-        a = int(np.searchsorted(self.wait_thread, t, side="left"))
-        b = int(np.searchsorted(self.wait_thread, t, side="right"))
-        ws = self.wait_start[a:b]
-        return bool(np.searchsorted(ws, self.a_start[li], side="right")
-                    > np.searchsorted(ws, lo, side="left"))
+        a, b = self.linked_span.get(stream, (0, 0))
+        k = bisect_left(self._linked, p, a, b) - 1
+        lo = int(self.a_start[self.d_launch[self._linked[k]]]) if k >= a else -1
+        a, b = self.wait_span.get(int(self.thread[li]), (0, 0))
+        return bisect_right(self._wait_start, int(self.a_start[li]), a, b) > \
+            bisect_left(self._wait_start, lo, a, b)
+
+
+def _spans(keys: np.ndarray) -> dict[int, tuple[int, int]]:
+    """Sorted keys -> {key: [first, end) positions}."""
+    if len(keys) == 0:
+        return {}
+    bounds = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    ends = [*bounds[1:].tolist(), len(keys)]
+    return {int(keys[a]): (int(a), e) for a, e in zip(bounds.tolist(), ends)}

@@ -117,14 +117,14 @@ def attribute(ctx, device: int, gs: np.ndarray, ge: np.ndarray, block_mask: np.n
             out["unlinked"][i] = glen
             continue
         launch[i] = li
-        t_launch = int(np.clip(a_start[li], gs[i], ge[i]))
+        t_launch = min(max(int(a_start[li]), int(gs[i])), int(ge[i]))   # np.clip, on ints
         sel = index.blocking_on_thread(li, int(gs[i]), t_launch)
         bs, be = intervals.merge(a_start[sel], a_end[sel]) if len(sel) else (np.zeros(0, np.int64),) * 2
         blocked = int(intervals.overlap_each(np.array([gs[i]]), np.array([t_launch]), bs, be)[0]) if len(bs) else 0
         out["blocked"][i] = blocked
         out["late"][i] = t_launch - int(gs[i]) - blocked
         blocker[i] = _longest(sel, a_start, a_end, names, gs[i], t_launch)
-        t_ret = int(np.clip(a_end[li], t_launch, ge[i]))
+        t_ret = min(max(int(a_end[li]), t_launch), int(ge[i]))
         out["launch_call"][i] = t_ret - t_launch
         queued = int(ge[i]) - t_ret
         if queued > 0 and index.waited(p, li, t_launch, int(ge[i])):
