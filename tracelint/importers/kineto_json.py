@@ -86,14 +86,16 @@ def _load_in_ranges(path: Path, report) -> Timeline | None:
             return None
         top_bytes, ranges = kr.plan(path, path.stat().st_size)
         report("read", 1.0)
-        specials, firsts, shapes = kr.decode_in_ranges(path, ranges, build, _event_decoder(),
-                                                       CHUNK, report)
+        from . import kineto_parallel as kp
+        specials, firsts, shapes = (kr.decode_in_ranges(path, ranges, build, report)
+                                    if kp.workers() < 2 else
+                                    kp.decode_parallel(path, ranges, build, report, kp.workers()))
         top = msgspec.json.decode(top_bytes, type=Top)
     except (kr.NotSplittable, OSError, msgspec.DecodeError, TraceFormatError):
         return None
     cols = build.columns()
     build.fill_correlation_from_flows(cols, lambda: kr.flow_events(
-        path, ranges, firsts, build.flow_chunks, _event_decoder(), CHUNK, FLOW_CATS))
+        path, ranges, firsts, build.flow_chunks, FLOW_CATS))
     info = TraceInfo(top, shapes=bool(top.record_shapes) or shapes
                       or top_bytes.find(b'"Input Dims"') >= 0)
     return _finish(path, cols, specials, build, info, report)
