@@ -107,6 +107,7 @@ def test_unsafe_or_uncuttable_files_take_the_whole_buffer(tmp_path, monkeypatch,
 @pytest.mark.parametrize("name,range_bytes", [
     ("hta_trace_diff_control_a100_rank3of8.json.gz", 150_000),   # ops and annotations tie on start
     ("hta_cupti_counters_a100.json.gz", 3_000),                   # counters: special events
+    ("hta_v100_rank1of2.json.gz", 400_000),                       # [memory] events
 ])
 def test_worker_processes_equal_one_process(tmp_path, monkeypatch, name, range_bytes):
     """Ranges decoded by 3 processes (names renumbered, columns merged in file order) give

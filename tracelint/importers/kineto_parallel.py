@@ -60,7 +60,8 @@ def _decode_group(path: str, ranges: list[tuple[int, int]]) -> dict:
             "specials": specials, "firsts": firsts, "shapes": shapes,
             "flow_chunks": build.flow_chunks, "op_inputs": build.op_inputs,
             "call_stacks": build.call_stacks, "window": build.window,
-            "bad_ts": build.bad_ts, "non_x": build.non_x}
+            "bad_ts": build.bad_ts, "non_x": build.non_x,
+            "memory": (build.memory.rows, build.memory.bad, build.memory.seen)}
 
 
 def decode_parallel(path: Path, ranges: list[tuple[int, int]], build: Builder, report, n: int):
@@ -104,4 +105,8 @@ def _merge(build: Builder, got: dict, offset: int) -> int:
             else (lo, hi)
     build.bad_ts += got["bad_ts"]
     build.non_x += got["non_x"]
+    rows, bad, seen = got["memory"]          # profile_memory [memory] events, in file order
+    build.memory.rows += rows
+    build.memory.bad += bad
+    build.memory.seen += seen
     return sum(got["counts"].values())
