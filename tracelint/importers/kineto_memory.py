@@ -84,9 +84,9 @@ class MemoryColumns:
 
     def add(self, events: list, raws: list) -> None:
         """events: the chunk's decoded events (with .cat and .name); raws: their raw bytes."""
-        for e, raw in zip(events, raws):
-            if e.name == MEMORY_NAME and e.cat in (MEMORY_CAT, ""):    # "": 2021 traces
-                self.add_raw(raw)
+        for i, e in enumerate(events):     # index raws only here: a range without a [memory]
+            if e.name == MEMORY_NAME and e.cat in (MEMORY_CAT, ""):    # event is never split
+                self.add_raw(raws[i])                                    # ("": 2021 traces)
 
     def merge(self, other: "MemoryColumns") -> None:
         """Append another builder's events (a parallel decode's worker), in file order."""
