@@ -28,6 +28,7 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl022_memory_bound_dominant", "MemoryBoundDominant"),
     ("tl030_per_parameter_optimizer", "PerParameterOptimizer"),
     ("tl031_dataloader_main_process", "DataLoaderMainProcess"),
+    ("tl037_torch_compile_recompile", "TorchCompileRecompile"),
     ("tl100_secret_in_trace", "SecretInTrace"),
     ("tl101_personal_data", "PersonalDataInTrace"),
     ("tl201_job_exposed_comm", "JobExposedCommunication"),
