@@ -29,6 +29,7 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl030_per_parameter_optimizer", "PerParameterOptimizer"),
     ("tl031_dataloader_main_process", "DataLoaderMainProcess"),
     ("tl037_torch_compile_recompile", "TorchCompileRecompile"),
+    ("tl038_cuda_graph_opportunity", "CudaGraphOpportunity"),
     ("tl100_secret_in_trace", "SecretInTrace"),
     ("tl101_personal_data", "PersonalDataInTrace"),
     ("tl201_job_exposed_comm", "JobExposedCommunication"),

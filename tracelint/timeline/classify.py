@@ -367,14 +367,16 @@ def dynamo_resume(function: str) -> tuple[str, int] | None:
 # ----- CUDA / HIP graphs --------------------------------------------------------------------
 _GRAPH_API = (
     ("launch", re.compile(r"^(?:cuda|hip|cu)GraphLaunch\w*$")),
-    ("capture", re.compile(r"^(?:cuda|hip|cu)Stream(?:Begin|End)Capture\w*$")),
+    ("capture_begin", re.compile(r"^(?:cuda|hip|cu)StreamBeginCapture\w*$")),
+    ("capture_end", re.compile(r"^(?:cuda|hip|cu)StreamEndCapture\w*$")),
     ("instantiate", re.compile(r"^(?:cuda|hip|cu)GraphInstantiate\w*$")),
     ("update", re.compile(r"^(?:cuda|hip|cu)GraphExecUpdate\w*$|^(?:cuda|hip|cu)GraphUpload\w*$")),
 )
 
 
 def graph_api(name: str) -> str | None:
-    """launch (cudaGraphLaunch: a replay), capture (cudaStreamBeginCapture / EndCapture),
+    """launch (cudaGraphLaunch: a replay), capture_begin / capture_end (cudaStreamBeginCapture,
+    cudaStreamEndCapture),
     instantiate (cudaGraphInstantiate*), update (cudaGraphExecUpdate, cudaGraphUpload) for
     the CUDA / HIP / driver graph API calls (version suffixes allowed); None otherwise."""
     n = strip_api_version(name)
