@@ -6,13 +6,15 @@ of a new length (variable sequence lengths, a short last batch) makes Dynamo tra
 compile the function again, inside the iteration: seconds of host time during which no GPU
 work is launched. The `.item()` in the middle is a graph break: Dynamo ends the graph there,
 runs the read-back eagerly and starts a second graph after it (on a GPU the read-back also
-waits for the device, and nothing is fused across the break).
+waits for the device, and nothing is fused across the break). Worse, the code after the break
+receives the Python float as an input and Dynamo guards on its value (`___stack0 ==
+2.98...` in `TORCH_LOGS=recompiles`), so that part is compiled again in every iteration.
 
 On the CPU the trace shows what tracelint's TL037 reads: the Dynamo/Inductor compile ranges
-(`dynamo`, `entire_frame_compile`, `backend_compile`, ...) with their compile id (`0/1`: frame
-0, second compilation) inside a ProfilerStep, and each call's `Torch-Compiled Region` with a
-second region (the code after the break, `torch_dynamo_resume_in_features_at_N`) nested in it.
-Fixed twin: compile_fixed.py.
+(`dynamo`, `entire_frame_compile`, `backend_compile`, ...) with their compile id (`1/3`: frame
+1, its fourth compilation) inside every ProfilerStep, and each call's `Torch-Compiled Region`
+with a second region (the code after the break, `torch_dynamo_resume_in_features_at_N`) nested
+in it. Fixed twin: compile_fixed.py.
 """
 import torch
 
@@ -31,9 +33,9 @@ def features(x):
     return torch.tanh(h @ w2).sum(dim=1)
 
 
-total = 0.0
+total = torch.zeros(())
 for it, n in enumerate(LENGTHS):
     y = features(torch.randn(n, 64))
-    total += float(y.sum())   # checksum (same in the fixed twin)
+    total += y.sum()   # checksum (same in the fixed twin), read once after the loop
     tracelint.capture.step()
-print(f"checksum {total:.4f}")
+print(f"checksum {float(total):.4f}")

@@ -153,10 +153,10 @@ class TorchCompileRecompile(Rule):
         steps = f["steps"]
         in_steps = sorted({int(steps["step"].iat[p]) for p in flagged["step_pos"] if p >= 0})
         lookup = self._lookup_per_step(f)
-        # point at the frame that spends the most compile time in the loop, at its longest compile
+        # point at the frame compiled most often in the loop (then: longest), at its longest compile
         frame = np.array([x.split("/")[0] if x else "?" for x in flagged["cid"]], dtype=object)
         per_frame = {fr: int(dur[frame == fr].sum()) for fr in set(frame)}
-        top = max(per_frame, key=lambda k: (per_frame[k], k != "?"))
+        top = max(per_frame, key=lambda k: (k != "?", int((frame == k).sum()), per_frame[k]))
         pick = np.flatnonzero(frame == top)
         worst = flagged.iloc[int(pick[np.argmax(dur[pick])])]
         where = ctx.where_for_host(worst["pid"], worst["tid"], int(worst["start"]),

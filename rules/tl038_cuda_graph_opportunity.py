@@ -183,8 +183,11 @@ class CudaGraphOpportunity(Rule):
                           "remove them; the capture and instantiation time is in the evidence")
         c = self._candidates(ctx)
         c = c[c["device"] == finding.where.device] if len(c) else c
-        rows = tuple(sorted(i for rs in c["rows"] for i in rs)) if len(c) else ()
-        return ([Fuse(ops=Ops(kernel_rows=rows), min_run=2)], "") if rows else (None, "no repeating region left")
+        # one edit per region instance: a run of fused kernels never spans two iterations (Fuse
+        # joins consecutive selected kernels on a stream, and the regions of successive steps
+        # are consecutive when nothing else runs between them)
+        edits = [Fuse(ops=Ops(kernel_rows=tuple(rs)), min_run=2) for rs in c["rows"]] if len(c) else []
+        return (edits, "") if edits else (None, "no repeating region left")
 
     def _opportunity(self, ctx, d, cd, idle, active, use):
         tl = ctx.tl
