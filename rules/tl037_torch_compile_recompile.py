@@ -247,11 +247,11 @@ class TorchCompileRecompile(Rule):
         rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
         pid, tid = r["pid"].to_numpy(), r["tid"].to_numpy()
         outer, nested = [], {}
-        for i in reg:
-            par = [j for j in reg if j != i and pid[j] == pid[i] and tid[j] == tid[i]
-                   and rs[j] <= rs[i] and re_[i] <= re_[j] and (rs[j], -re_[j]) < (rs[i], -re_[i])]
-            if par:
-                top = min(par, key=lambda j: (rs[j], -re_[j]))
+        # per thread, in (start, longest first) order: a region inside the current outermost
+        # one is nested in it (one pass, no pairwise comparison)
+        for i in reg[np.lexsort((-re_[reg], rs[reg], tid[reg], pid[reg]))]:
+            top = outer[-1] if outer else None
+            if top is not None and (pid[top], tid[top]) == (pid[i], tid[i]) and re_[i] <= re_[top]:
                 nested.setdefault(top, []).append(i)
             else:
                 outer.append(i)
@@ -310,13 +310,15 @@ class TorchCompileRecompile(Rule):
         excl_m = np.isin(role, ("graph_call", "region", "cache_lookup", "compile"))
         op_m = np.isin(kind, ("op", "nvtx")) & (role == "") & ~np.asarray(
             classify.classify_categorical(r["name"], classify.is_dynamo_wrapper), dtype=bool)
+        order = np.argsort(rs, kind="stable")
+        sorted_s = rs[order]
         total, out = 0, []
         for i in broken:
-            th = (pid == pid[i]) & (tid == tid[i])
-            inside = th & (rs >= rs[i]) & (re_ <= re_[i])
-            xs, xe = intervals.merge(rs[inside & excl_m & (np.arange(len(rs)) != i)],
-                                     re_[inside & excl_m & (np.arange(len(rs)) != i)])
-            cand = np.flatnonzero(inside & op_m)
+            near = order[np.searchsorted(sorted_s, rs[i]):np.searchsorted(sorted_s, re_[i], side="left")]
+            near = near[(pid[near] == pid[i]) & (tid[near] == tid[i]) & (re_[near] <= re_[i]) & (near != i)]
+            excl = near[excl_m[near]]
+            xs, xe = intervals.merge(rs[excl], re_[excl])
+            cand = near[op_m[near]]
             cand = cand[intervals.overlap_each(rs[cand], re_[cand], xs, xe) == 0]
             es, ee = intervals.merge(rs[cand], re_[cand])
             total += int((ee - es).sum())
@@ -328,12 +330,15 @@ class TorchCompileRecompile(Rule):
         fr = ctx.tl.python_frames
         if len(fr) == 0:
             return []
+        fr = fr.sort_values("start", kind="stable")
+        f_start = fr["start"].to_numpy()
         out = []
         for i in broken:
             for j in nested[i]:
                 s, e = int(r["start"].iat[j]), int(r["end"].iat[j])
-                inner = fr[(fr["pid"] == r["pid"].iat[j]) & (fr["tid"] == r["tid"].iat[j])
-                           & (fr["start"] >= s) & (fr["end"] <= e)].sort_values("start")
+                inner = fr.iloc[np.searchsorted(f_start, s):np.searchsorted(f_start, e)]
+                inner = inner[(inner["pid"] == r["pid"].iat[j]) & (inner["tid"] == r["tid"].iat[j])
+                              & (inner["end"] <= e)]
                 for file, fn in zip(inner["file"], inner["function"]):
                     res = classify.dynamo_resume(str(fn))
                     if res is not None:

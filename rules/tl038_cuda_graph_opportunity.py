@@ -183,11 +183,17 @@ class CudaGraphOpportunity(Rule):
                           "remove them; the capture and instantiation time is in the evidence")
         c = self._candidates(ctx)
         c = c[c["device"] == finding.where.device] if len(c) else c
-        # one edit per region instance: a run of fused kernels never spans two iterations (Fuse
-        # joins consecutive selected kernels on a stream, and the regions of successive steps
-        # are consecutive when nothing else runs between them)
-        edits = [Fuse(ops=Ops(kernel_rows=tuple(rs)), min_run=2) for rs in c["rows"]] if len(c) else []
-        return (edits, "") if edits else (None, "no repeating region left")
+        if not len(c):
+            return None, "no repeating region left"
+        # Fuse joins consecutive selected kernels on a stream, and the regions of successive
+        # iterations are consecutive when nothing else runs between them: alternate the region
+        # instances of each stream between two edits so that no fused run spans two instances
+        # (two iterations, or both sides of a sync) — the same as one edit per instance.
+        c = c.sort_values(["device", "stream", "start"])
+        color = c.groupby(["device", "stream"]).cumcount().to_numpy() % 2
+        edits = [Fuse(ops=Ops(kernel_rows=tuple(i for rs in c["rows"].to_numpy()[color == k] for i in rs)),
+                      min_run=2) for k in (0, 1) if (color == k).any()]
+        return edits, ""
 
     def _opportunity(self, ctx, d, cd, idle, active, use):
         tl = ctx.tl
@@ -262,10 +268,13 @@ class CudaGraphOpportunity(Rule):
         # host time rebuilding: capture windows (begin .. matching end) and instantiate / update calls
         iv_s, iv_e = [], []
         tids = api["tid"].to_numpy()
-        for i in np.flatnonzero((role == "capture_begin") & (pos >= 1)):
-            ends = np.flatnonzero((role == "capture_end") & (tids == tids[i]) & (a_s >= a_e[i]))
-            iv_s.append(a_s[i])
-            iv_e.append(a_e[ends[0]] if len(ends) else a_e[i])
+        for tid in np.unique(tids[(role == "capture_begin") & (pos >= 1)]):
+            ends = np.flatnonzero((role == "capture_end") & (tids == tid))
+            ends = ends[np.argsort(a_s[ends], kind="stable")]
+            for i in np.flatnonzero((role == "capture_begin") & (pos >= 1) & (tids == tid)):
+                k = np.searchsorted(a_s[ends], a_e[i])      # the first EndCapture after it
+                iv_s.append(a_s[i])
+                iv_e.append(a_e[ends[k]] if k < len(ends) else a_e[i])
         other = np.isin(role, ("instantiate", "update")) & (pos >= 1)
         iv_s += a_s[other].tolist()
         iv_e += a_e[other].tolist()
