@@ -22,8 +22,11 @@ class Options:
     min_steps: int = option(3, "Fewest iterations that must repeat a region's kernel sequence.")
     min_repeat_share: float = option(0.8, "... and the share of the iterations that must repeat it.")
     min_kernels: int = option(8, "Fewest kernels in a region worth capturing as a graph.")
-    min_idle_share: float = option(0.3, "A region is launch-bound when the GPU idles at least this share "
-                                        "of its window (first kernel start to last kernel end).")
+    max_gap_ns: int = option(100_000, "A GPU gap longer than this between two kernels of a region is host "
+                                      "work a graph does not remove (data preparation, CPU compute): it is "
+                                      "not counted, and the region's graph-able runs split there.")
+    min_idle_share: float = option(0.3, "A region is launch-bound when the GPU idles in its short gaps at "
+                                        "least this share of its runs' time (first to last kernel of each run).")
     min_device_share: float = option(0.02, "Report when the idle inside launch-bound regions is at least this "
                                            "share of the device's active window ...")
     min_idle_ns: int = option(50_000, "... and at least this much time (ns).")
@@ -32,17 +35,19 @@ class Options:
 
 
 class CudaGraphOpportunity(Rule):
-    """A launch-bound kernel sequence that repeats every iteration and is not a CUDA graph yet,
-    and CUDA graphs that are recorded again inside the loop.
+    """A launch-bound kernel sequence repeats every iteration without a CUDA graph, or graphs are re-recorded.
 
     What it detects: two findings. *Opportunity* (one per device): in each iteration
     (ProfilerStep) the kernels launched one by one (not from a graph) on a stream, split into
     regions at blocking host calls (a synchronisation or blocking copy cannot be captured);
     a region whose kernel sequence (names, grid and block sizes) is identical in at least
     `min_steps` iterations and `min_repeat_share` of them, has at least `min_kernels` kernels,
-    and leaves the GPU idle for `min_idle_share` of its window is launch-bound and repeatable:
-    the shape of work a CUDA graph replays with one launch. Reported when that idle time is at
-    least `min_device_share` of the device's active window. *Re-recording*: graph capture
+    and leaves the GPU idle in the short gaps between its kernels (each at most `max_gap_ns`:
+    launch overhead and the Python that issues the ops) for `min_idle_share` of its time is
+    launch-bound and repeatable: the shape of work a CUDA graph replays with one launch. Longer
+    gaps are host work a graph does not remove (data preparation, CPU compute): they are not
+    counted and the region's graph-able runs split there. Reported when the short-gap idle is
+    at least `min_device_share` of the device's active window. *Re-recording*: graph capture
     (cudaStreamBeginCapture) or instantiation (cudaGraphInstantiate*) inside at least
     `min_rerecord_share` of the iterations after the first: the graph is rebuilt instead of
     replayed. Both findings state how graphs are used: cudaGraphLaunch replays versus plain
@@ -53,7 +58,7 @@ class CudaGraphOpportunity(Rule):
     it back to back. Re-capturing and instantiating a graph costs far more than the launches
     it saves (instantiation takes ms for large graphs), so a graph rebuilt every iteration is
     slower than no graph.
-    Evidence: system: GPU idle inside the repeating regions and its share of the device's
+    Evidence: system: GPU idle in the short gaps of the repeating regions and its share of the device's
     active window, regions and iterations, graph replays versus plain launches; for
     re-recording: captures and instantiations per iteration and their host time; kernel:
     kernels per region, median kernel versus launch-call time, the most frequent names, the
@@ -150,13 +155,21 @@ class CudaGraphOpportunity(Rule):
         if not keep:
             return reg.iloc[:0]
         c = pd.concat(keep)
-        idle = np.zeros(len(c), np.int64)
-        for d in c["device"].unique():
-            sel = (c["device"] == d).to_numpy()
-            s, e = c["start"].to_numpy()[sel], c["end"].to_numpy()[sel]
-            idle[sel] = (e - s) - ctx.busy_in(int(d), s, e)
-        c = c.assign(idle=idle, window=(c["end"] - c["start"]).to_numpy())
-        return c[c["idle"] >= opt.min_idle_share * np.maximum(c["window"], 1)]
+        k = ctx.tl.kernels
+        ks, ke = k["start"].to_numpy(), k["end"].to_numpy()
+        idle, window, runs = [], [], []
+        for d, rows in zip(c["device"].to_numpy(), c["rows"]):
+            r = np.asarray(rows, dtype=np.int64)          # in start order (see _regions)
+            lo, hi = ke[r[:-1]], ks[r[1:]]                # the gap before each next kernel
+            big = (hi - lo) > opt.max_gap_ns              # host work a graph would not remove
+            cut = np.flatnonzero(big) + 1
+            pieces = [p for p in np.split(r, cut) if len(p) >= 2]
+            small = ~big & (hi > lo)
+            idle.append(int((hi[small] - lo[small]).sum() - ctx.busy_in(int(d), lo[small], hi[small]).sum()))
+            window.append(int(sum(ke[p].max() - ks[p[0]] for p in pieces)))
+            runs.append(tuple(tuple(int(i) for i in p) for p in pieces))
+        c = c.assign(idle=np.asarray(idle, np.int64), window=np.asarray(window, np.int64), runs=runs)
+        return c[(c["idle"] > 0) & (c["idle"] >= opt.min_idle_share * np.maximum(c["window"], 1))]
 
     # ----- the rule -------------------------------------------------------------------------
     def check(self, ctx):
@@ -185,13 +198,18 @@ class CudaGraphOpportunity(Rule):
         c = c[c["device"] == finding.where.device] if len(c) else c
         if not len(c):
             return None, "no repeating region left"
-        # Fuse joins consecutive selected kernels on a stream, and the regions of successive
-        # iterations are consecutive when nothing else runs between them: alternate the region
-        # instances of each stream between two edits so that no fused run spans two instances
-        # (two iterations, or both sides of a sync) — the same as one edit per instance.
-        c = c.sort_values(["device", "stream", "start"])
-        color = c.groupby(["device", "stream"]).cumcount().to_numpy() % 2
-        edits = [Fuse(ops=Ops(kernel_rows=tuple(i for rs in c["rows"].to_numpy()[color == k] for i in rs)),
+        # Fuse joins consecutive selected kernels on a stream, and the runs of successive
+        # iterations are consecutive when nothing else runs between them: alternate the runs of
+        # each stream between two edits so that no fused run spans two of them (two iterations,
+        # both sides of a sync or of a long host gap): the same as one edit per run.
+        runs = pd.DataFrame([(d, st, run[0], run) for d, st, rr in zip(c["device"], c["stream"], c["runs"])
+                             for run in rr], columns=["device", "stream", "first", "run"])
+        if not len(runs):
+            return None, "no repeating region left"
+        runs["start"] = ctx.tl.kernels["start"].to_numpy()[runs["first"].to_numpy()]
+        runs = runs.sort_values(["device", "stream", "start"])
+        color = runs.groupby(["device", "stream"]).cumcount().to_numpy() % 2
+        edits = [Fuse(ops=Ops(kernel_rows=tuple(i for run in runs["run"].to_numpy()[color == k] for i in run)),
                       min_run=2) for k in (0, 1) if (color == k).any()]
         return edits, ""
 
@@ -218,7 +236,7 @@ class CudaGraphOpportunity(Rule):
         node_cost = len(rows) * GRAPH_NODE_NS
         system = Evidence.measured(
             f"{n_regions} kernel sequence(s) repeat identically in {n_steps} iterations; the GPU idles "
-            f"{idle / 1e6:.3f} ms inside them ({idle / max(window, 1):.0%} of their time, {idle / active:.1%} "
+            f"{idle / 1e6:.3f} ms in gaps of at most {self.options.max_gap_ns / 1e3:.0f} µs between their kernels ({idle / max(window, 1):.0%} of their time, {idle / active:.1%} "
             f"of the device's active window). Graphs in the trace: {use['replays']} cudaGraphLaunch "
             f"replay(s) vs {use['plain']} plain launches.",
             region_idle_ns=Measure(idle, "ns"), regions=Measure(n_regions, "count"),
@@ -241,7 +259,7 @@ class CudaGraphOpportunity(Rule):
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
         return self.finding(
             ctx, message=(f"GPU {d}: {n_regions} launch-bound kernel sequence(s) repeat in {n_steps} iterations "
-                          f"without a CUDA graph; the GPU idles {idle / 1e6:.2f} ms inside them"),
+                          f"without a CUDA graph; the GPU idles {idle / 1e6:.2f} ms between their kernels"),
             impact_ns=idle, where=where, occurrences=len(cd),
             windows=[(int(s), int(e)) for s, e in zip(cd["start"], cd["end"])][:5],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
