@@ -120,3 +120,53 @@ def test_classify_graph_api():
     assert classify.graph_api("cudaGraphInstantiateWithFlags_v11040") == "instantiate"
     assert classify.graph_api("cudaGraphExecUpdate") == "update"
     assert classify.graph_api("cudaLaunchKernel") is None
+
+
+def test_real_launch_bound_training_step():
+    """hta_v100_rank1of2 (SGD + DDP on a V100): the same 3470 kernels on stream 7 in each of the
+    5 ProfilerSteps. Recomputed from the raw JSON: kernels per step by their launch call's time,
+    the gaps of at most 100 µs between consecutive ones, minus what other device work (the NCCL
+    stream, copies, memsets) covers of them."""
+    import bisect
+    import gzip
+
+    from conftest import TRACES, trace_or_skip
+    path = trace_or_skip(TRACES / "torch" / "hta_v100_rank1of2.json.gz")
+    ev = [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ev if str(e["name"]).startswith("ProfilerStep#"))
+    launch = {e["args"]["correlation"]: _ns(e["ts"]) for e in ev if e.get("cat") == "cuda_runtime"}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["args"].get("device") == 1]
+    busy = sorted((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in gpu)
+    by_step = defaultdict(list)
+    for e in gpu:
+        t = launch.get(e["args"].get("correlation"))
+        if e.get("cat") == "kernel" and e["args"].get("stream") == 7 and t is not None:
+            i = next((i for i, (a, b) in enumerate(steps) if a <= t < b), None)
+            if i is not None:
+                by_step[i].append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])))
+    assert sorted(map(len, by_step.values())) == [3470] * 5
+
+    merged = []                          # union of the device's busy time, in order
+    for s, e in busy:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    starts = [s for s, _ in merged]
+
+    def covered(lo, hi):
+        i, out = max(bisect.bisect_right(starts, lo) - 1, 0), 0
+        while i < len(merged) and merged[i][0] < hi:
+            out += max(0, min(hi, merged[i][1]) - max(lo, merged[i][0]))
+            i += 1
+        return out
+
+    idle = 0
+    for ks in by_step.values():
+        ks.sort()
+        for (s0, e0), (s1, _) in zip(ks, ks[1:]):
+            if 0 < s1 - e0 <= 100_000:
+                idle += (s1 - e0) - covered(e0, s1)
+    f = _finding(lint(path, ONLY), "device1")
+    assert f.metrics["region_kernels"].value == 5 * 3470
+    assert f.metrics["region_idle_ns"].value == idle
