@@ -254,7 +254,7 @@ class CudaGraphOpportunity(Rule):
             region_kernels=Measure(len(rows), "count"), kernels_per_region=Measure(per_region, "count"),
             median_kernel_ns=Measure(float(np.median(dur)), "ns"),
             **({"median_launch_ns": Measure(med_l, "ns")} if med_l is not None else {}),
-            graph_node_cost_ns=Measure(node_cost, "ns"))
+            graph_node_cost_estimate_ns=Measure(node_cost, "ns"))
         micro = ctx.microarch(d, int(worst["start"]), int(worst["end"]), kernels=[n for n, _ in names],
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
         return self.finding(
