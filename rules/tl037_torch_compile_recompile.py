@@ -11,7 +11,7 @@ from tracelint.engine.context import CAPTURE_HINTS
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.location import is_library
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify, intervals
+from tracelint.timeline import classify, compile_names, intervals
 from tracelint.whatif.edits import RemoveHostWork
 
 HOST_KINDS = ("op", "annotation", "nvtx")
@@ -76,13 +76,13 @@ class TorchCompileRecompile(Rule):
         r = ctx.tl.ranges
         if len(r) == 0:
             return None
-        role = np.asarray(classify.classify_categorical(r["name"], lambda n: classify.torch_compile_role(n) or ""),
+        role = np.asarray(classify.classify_categorical(r["name"], lambda n: compile_names.torch_compile_role(n) or ""),
                           dtype=object)
         host = np.isin(r["kind"].astype(str).to_numpy(), HOST_KINDS)
         if not ((role != "") & host).any():
             return None
-        cid = classify.classify_categorical(r["name"], lambda n: "%d/%d" % classify.compile_id(n)
-                                            if classify.compile_id(n) else "")
+        cid = classify.classify_categorical(r["name"], lambda n: "%d/%d" % compile_names.compile_id(n)
+                                            if compile_names.compile_id(n) else "")
         steps = r[r["kind"].astype(str).to_numpy() == "step"].sort_values("start")
         return {"r": r, "role": role, "host": host, "cid": np.asarray(cid, dtype=object), "steps": steps}
 
@@ -220,7 +220,7 @@ class TorchCompileRecompile(Rule):
             row = inner.iloc[0]
             where.file, where.line, where.function = str(row["file"]), int(row["line"]), str(row["function"])
             where.line_kind, where.callee, where.library = "def", None, None
-            resume = classify.dynamo_resume(where.function)
+            resume = compile_names.dynamo_resume(where.function)
             if resume is not None:    # the code after a graph break: name the break's line
                 where.function, where.line, where.line_kind = resume[0], resume[1], "call"
 
@@ -309,7 +309,7 @@ class TorchCompileRecompile(Rule):
         pid, tid = r["pid"].to_numpy(), r["tid"].to_numpy()
         excl_m = np.isin(role, ("graph_call", "region", "cache_lookup", "compile"))
         op_m = np.isin(kind, ("op", "nvtx")) & (role == "") & ~np.asarray(
-            classify.classify_categorical(r["name"], classify.is_dynamo_wrapper), dtype=bool)
+            classify.classify_categorical(r["name"], compile_names.is_dynamo_wrapper), dtype=bool)
         order = np.argsort(rs, kind="stable")
         sorted_s = rs[order]
         total, out = 0, []
@@ -340,7 +340,7 @@ class TorchCompileRecompile(Rule):
                 inner = inner[(inner["pid"] == r["pid"].iat[j]) & (inner["tid"] == r["tid"].iat[j])
                               & (inner["end"] <= e)]
                 for file, fn in zip(inner["file"], inner["function"]):
-                    res = classify.dynamo_resume(str(fn))
+                    res = compile_names.dynamo_resume(str(fn))
                     if res is not None:
                         out.append((str(file), res[1], res[0]))
                         break

@@ -9,7 +9,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify, intervals
+from tracelint.timeline import classify, compile_names, intervals
 from tracelint.whatif.edits import Fuse, Ops
 
 #: Device time a graph still spends between two of its kernels (order of 1 µs on recent GPUs):
@@ -95,7 +95,7 @@ class CudaGraphOpportunity(Rule):
 
     def _graph_use(self, ctx) -> dict:
         api = ctx.tl.api_calls
-        role = np.asarray(classify.classify_categorical(api["name"], lambda n: classify.graph_api(n) or ""),
+        role = np.asarray(classify.classify_categorical(api["name"], lambda n: compile_names.graph_api(n) or ""),
                           dtype=object) if len(api) else np.zeros(0, object)
         plain = (np.asarray(ctx.tl.api_role, dtype=object) == "launch") & (role != "launch") if len(api) \
             else np.zeros(0, bool)

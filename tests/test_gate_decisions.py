@@ -93,6 +93,22 @@ def test_diff_html_is_complete_and_every_row_has_its_status():
     assert "td.status,th.status{white-space:nowrap" in html and "overflow-x:auto" in html
 
 
+def test_ten_percent_class_slowdown_caught_with_enough_iterations():
+    """The injector used on the real pair, on runs with 40 iterations and 3 % jitter per
+    kernel: a 10 % gemm slowdown is caught against a two-run baseline (the runs' medians agree
+    to ~0.2 %) and against a one-run baseline (the spread of 40 iterations), naming gemm and
+    only the metrics that contain it; the same workload without the slowdown passes."""
+    runs = [profile(synth(STEPS, jitter=0.03, seed=s)) for s in (1, 2)]
+    slow = profile(slow_down(synth(STEPS, jitter=0.03, seed=3), "gemm", 1.10))
+    for doc, method in ((make_baseline(runs), "runs"), (make_baseline(runs[:1]), "instances")):
+        res = run_gate(doc, [slow])
+        assert res.status == "failed" and set(res.regressions) == {"gpu_time", "gpu_time[gemm]"}
+        c = res.metrics["gpu_time[gemm]"]
+        assert c.method == method and c.low > 0.02 and c.low < 0.10 < c.high
+        assert any("gpu_time[gemm]" in r for r in res.reasons())
+        assert run_gate(doc, [profile(synth(STEPS, jitter=0.03, seed=3))]).status == "passed"
+
+
 @pytest.mark.slow
 @needs(CAPTURE, REEXPORT)
 def test_reexport_gives_no_gained_or_lost_findings():
@@ -124,19 +140,32 @@ def test_128_rank_pair_no_false_alarm():
 
 @pytest.mark.slow
 @needs(RANK0, RANK1)
-@pytest.mark.xfail(strict=True, reason=(
-    "regressed when wave 2 was merged: against the two-rank baseline the 10% gemm slowdown is "
-    "now judged on whole-run values (interval -13%..+31%, 'uncertain', 6 runs needed) instead "
-    "of per-iteration samples; issue #15 stays open for it"))
-def test_128_rank_pair_injected_slowdown_caught():
+def test_128_rank_pair_injected_slowdown_is_reported_uncertain_with_runs_needed():
+    """+10 % gemm on rank 0 against a baseline of ranks 0 and 1: the data cannot establish it.
+
+    2 ranks x 2 iterations; the ranks' gemm differs by 2 % (33.69 vs 34.39 ms), so the two-run
+    interval is about -13 %..+31 % (1 degree of freedom). Pooling iterations instead gives false
+    alarms between the ranks (elementwise +57 %) and still leaves gemm uncertain
+    (docs/statistics.md, scripts/gate_false_alarms.py). The honest decision is "uncertain" with
+    the number of runs that would resolve it -- never a claimed regression nor a silent "no
+    change". The expected change is computed from each profile's own gemm time per iteration.
+    """
     from tracelint import load
     t0, t1 = load(RANK0), load(RANK1)
-    both = make_baseline([profile(t0, findings=True), profile(t1, findings=True)])
+    p0, p1 = profile(t0, findings=True), profile(t1, findings=True)
+    both = make_baseline([p0, p1])
     slow = profile(slow_down(t0, "gemm", 1.10), findings=True)
     res = run_gate(both, [slow])
-    assert res.status == "failed" and res.regressions == ["gpu_time[gemm]"]
     c = res.metrics["gpu_time[gemm]"]
-    assert c.change == pytest.approx(0.10, abs=0.01) and c.low > 0.02
+    base = [p.gpu_scope()[2]["gemm"] for p in (p0, p1)]
+    expected = slow.gpu_scope()[2]["gemm"] / (sum(base) / 2) - 1
+    assert 0.08 < expected < 0.095                        # +10 % on rank 0 = +8.9 % vs the mean
+    assert c.change == pytest.approx(expected, abs=1e-4)
+    assert c.verdict == "uncertain" and not c.regression
+    assert c.low < expected < c.high and c.low < 0 < c.high   # the interval is honest, not narrow
+    assert c.runs_needed and c.runs_needed > 2 and "runs per side" in c.why
+    assert "gpu_time[gemm]" not in res.regressions
+    assert "runs per side" in res.runs_advice()
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import pytest
 
 import tracelint
 from tracelint.errors import TraceFormatError
-from tracelint.importers import nsys_sqlite
+from tracelint.importers import nsys_db
 from tracelint.importers.nsys_sqlite import load_nsys_sqlite
 
 from conftest import NSYS_TRACES as FILES, TRACES, needs_shared
@@ -204,7 +204,7 @@ def test_readonly_and_odd_path(tmp_path):
 def test_chunked_scans_match_single_scan(monkeypatch):
     path = NSYS_DIR / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite"
     whole = load_nsys_sqlite(path)
-    monkeypatch.setattr(nsys_sqlite, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(nsys_db, "CHUNK_ROWS", 97)   # rowid ranges of 97 rows
     chunked = load_nsys_sqlite(path)
     for table in ("kernels", "copies", "api_calls", "syncs"):
         a, b = whole.table(table), chunked.table(table)

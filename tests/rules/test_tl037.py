@@ -13,7 +13,7 @@ from tracelint.api import lint
 from tracelint.engine.config import Config
 from tracelint.engine.finding import Layer
 from tracelint.synth.scenarios import tl037
-from tracelint.timeline import classify
+from tracelint.timeline import compile_names
 
 ONLY = Config(select=["TL037"])
 
@@ -52,15 +52,15 @@ def _finding(report, key):
     ("aten::mm", None, None), ("gc", None, None), ("ProfilerStep#3", None, None),
 ])
 def test_classify_names(name, role, cid):
-    assert classify.torch_compile_role(name) == role
-    assert classify.compile_id(name) == cid
+    assert compile_names.torch_compile_role(name) == role
+    assert compile_names.compile_id(name) == cid
 
 
 def test_resume_frame_names_the_break():
-    assert classify.dynamo_resume("torch_dynamo_resume_in_features_at_29") == ("features", 29)
-    assert classify.dynamo_resume("features") is None
-    assert classify.is_dynamo_wrapper("Pregraph bytecode") and classify.is_dynamo_wrapper(
-        "AOTDispatcher Runtime Wrapper Prologue") and not classify.is_dynamo_wrapper("aten::item")
+    assert compile_names.dynamo_resume("torch_dynamo_resume_in_features_at_29") == ("features", 29)
+    assert compile_names.dynamo_resume("features") is None
+    assert compile_names.is_dynamo_wrapper("Pregraph bytecode") and compile_names.is_dynamo_wrapper(
+        "AOTDispatcher Runtime Wrapper Prologue") and not compile_names.is_dynamo_wrapper("aten::item")
 
 
 # ----- recompilation -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from tracelint.api import lint
 from tracelint.engine.config import Config
 from tracelint.synth.scenarios import tl038
-from tracelint.timeline import classify
+from tracelint.timeline import compile_names
 
 ONLY = Config(select=["TL038"])
 
@@ -113,13 +113,13 @@ def test_silent(tmp_path, build):
 
 
 def test_classify_graph_api():
-    assert classify.graph_api("cudaGraphLaunch_v10000") == "launch"
-    assert classify.graph_api("hipGraphLaunch") == "launch"
-    assert classify.graph_api("cudaStreamBeginCapture_v10000") == "capture_begin"
-    assert classify.graph_api("cuStreamEndCapture") == "capture_end"
-    assert classify.graph_api("cudaGraphInstantiateWithFlags_v11040") == "instantiate"
-    assert classify.graph_api("cudaGraphExecUpdate") == "update"
-    assert classify.graph_api("cudaLaunchKernel") is None
+    assert compile_names.graph_api("cudaGraphLaunch_v10000") == "launch"
+    assert compile_names.graph_api("hipGraphLaunch") == "launch"
+    assert compile_names.graph_api("cudaStreamBeginCapture_v10000") == "capture_begin"
+    assert compile_names.graph_api("cuStreamEndCapture") == "capture_end"
+    assert compile_names.graph_api("cudaGraphInstantiateWithFlags_v11040") == "instantiate"
+    assert compile_names.graph_api("cudaGraphExecUpdate") == "update"
+    assert compile_names.graph_api("cudaLaunchKernel") is None
 
 
 def test_real_launch_bound_training_step():

@@ -91,8 +91,9 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
 def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context) -> dict:
     """Critical path and projected savings (engine/savings.py) for the report."""
     from ..whatif.analysis import WhatIf
-    from .savings import project_savings
+    from .savings import explain_no_replay, project_savings
     if not tl.has_gpu_activity and not len(tl.api_calls):
+        explain_no_replay(findings, instances, ctx)
         return {}
     w = WhatIf(tl)
     return {"saving_all_ns": project_savings(w, findings, instances, ctx),

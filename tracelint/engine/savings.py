@@ -40,3 +40,24 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
     if len(replayed) == 1:     # one fix: all fixes together is that replay
         return replayed[0]
     return int(whatif.saving(all_edits)[0])
+
+
+#: Why a finding of a trace without GPU work or runtime calls carries no saving.
+NO_REPLAY_NOTE = ("no saving can be established from this trace: it has no GPU activity and no "
+                  "runtime API calls, so the what-if replay has no graph to apply the fix to. "
+                  "Capture the same program on a GPU to project the saving")
+
+
+def explain_no_replay(findings: Iterable[Finding], rules: dict, ctx,
+                      why: str = NO_REPLAY_NOTE) -> None:
+    """No replay is possible (a CPU-only trace): every finding still says why it has no
+    saving_ns, its rule's own reason when the fix is no edit, else ``why``."""
+    for f in findings:
+        if f.saving_ns is not None or f.saving_note:
+            continue
+        rule = rules.get(f.rule)
+        try:
+            edits, note = rule.fix_edits(f, ctx) if rule else (None, "no rule instance to state the fix")
+        except Exception as exc:   # a rule's fix must never break the lint
+            edits, note = None, f"the fix could not be stated ({type(exc).__name__})"
+        f.saving_note = why if edits else (note or "the fix is not expressible as an edit of the run")

@@ -101,6 +101,9 @@ def _fill_nsys(b, con: sqlite3.Connection, path: Path, *, nvtx_ops: bool,
             text = e.name
         elif e.kind == "op" and nvtx_ops:
             text = f"{e.name}, op_id = {e.external_id}"
+            if isinstance(e.args.get("Input Dims"), list):   # emit_nvtx(record_shapes=True)
+                text += ", sizes = [" + ", ".join(
+                    "[" + ", ".join(str(int(x)) for x in d) + "]" for d in e.args["Input Dims"]) + "]"
         else:
             continue
         rows["NVTX_EVENTS"].append((e.start, e.end, 59, None, None, None, text, gtid,

@@ -71,6 +71,22 @@ API_ROLES: Sequence[tuple[str, str]] = (
 
 _API_RES = [(c, re.compile(p)) for c, p in API_ROLES]
 
+#: Launch APIs that replay a captured CUDA / HIP graph (cudaGraphLaunch, cuGraphLaunch,
+#: hipGraphLaunch and their _ptsz / version variants).
+GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
+#: Stream-ordered API variants (cudaMallocAsync, cudaMemcpyAsync, ...): they do not block the host.
+ASYNC_API = re.compile(r"Async", re.I)
+
+
+def is_graph_launch(name: str) -> bool:
+    """True for an API call that launches a captured CUDA / HIP graph."""
+    return bool(GRAPH_LAUNCH.search(name))
+
+
+def is_async_api(name: str) -> bool:
+    """True for the stream-ordered (`*Async`) variant of an API call."""
+    return bool(ASYNC_API.search(name))
+
 #: Framework ops that read a device value back to the host (`.item()`, `.cpu()`, `.tolist()`,
 #: `torch.nonzero`, data-dependent shapes): on a GPU each blocks the host until the device drains.
 HOST_READBACK_OPS = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|nonzero_static|is_nonzero|"
@@ -90,6 +106,11 @@ TENSOR_CORE_NAME = re.compile(r"tf32|s1688|s16816|h884|h1688|h16816|bf16|f16|hmm
                               re.IGNORECASE)
 
 
+def is_host_readback_op(name: str) -> bool:
+    """True for a framework op that reads a device value back to the host (HOST_READBACK_OPS)."""
+    return bool(HOST_READBACK_OPS.match(name))
+
+
 def is_fp32_cuda_core_gemm(name: str) -> bool:
     """True for a GEMM / convolution kernel whose name shows FP32 math on the CUDA cores."""
     return bool(FP32_CUDA_CORE_GEMM.search(name)) and not TENSOR_CORE_NAME.search(name.split("(")[0])
@@ -101,6 +122,11 @@ LIBRARY_CODE = re.compile(
     r"(site-packages|dist-packages|/lib/python\d|^<|torch/|/torch/|threading\.py|runpy\.py|"
     r"contextlib\.py|built-in|importlib)")
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+
+def is_library_code(file: str) -> bool:
+    """True for a Python file that is library code (LIBRARY_CODE), not the user's."""
+    return bool(LIBRARY_CODE.search(file))
 
 
 def strip_api_version(name: str) -> str:
@@ -128,6 +154,25 @@ def kernel_class(name: str) -> str:
         if rx.search(fn):
             return cls
     return "other"
+
+
+#: Library names that contain "gemm" without being GEMMs (fbgemm_gpu quantize / embedding
+#: kernels): removed before classifying, so `fbgemm_gpu::..._FP8_quantize` is a dequant kernel.
+_LIBRARY_PREFIX = re.compile(r"fbgemm", re.I)
+#: A "dequant"-class name that is itself a GEMM (a fused dequant-GEMM such as Marlin,
+#: AWQ/GPTQ GEMM, machete, W4A16 GEMM): its time is GEMM time, not overhead.
+FUSED_DEQUANT_GEMM = re.compile(r"gemm|matmul|marlin|machete|_mm_|wgmma|mma_|cutlass", re.I)
+
+
+def kernel_class_without_library(name: str) -> str:
+    """kernel_class of the name with library prefixes that fake a class (fbgemm) removed."""
+    return kernel_class(_LIBRARY_PREFIX.sub("", name))
+
+
+def is_fused_dequant_gemm(name: str) -> bool:
+    """True when a kernel name (library prefixes removed) says GEMM: for a `dequant`-class
+    kernel, a fused dequant-GEMM whose time is GEMM time."""
+    return bool(FUSED_DEQUANT_GEMM.search(_LIBRARY_PREFIX.sub("", name)))
 
 
 def api_role(name: str) -> str:
@@ -174,6 +219,16 @@ def blocks_host(name: str) -> bool:
     if role == "sync":
         return sync_kind(name) not in ("stream_wait_event", "query")
     return role in ("copy", "memset") and "async" not in name.lower()
+
+
+def name_mask(values: pd.Series | pd.Categorical, fn) -> np.ndarray:
+    """fn(name) -> bool per row of a name column, evaluated once per distinct name (a row
+    without a name is False)."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    if not isinstance(cat, pd.Categorical):
+        cat = pd.Categorical(cat)
+    hit = np.array([bool(fn(str(c))) for c in cat.categories] + [False], dtype=bool)
+    return hit[cat.codes]
 
 
 def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categorical:
@@ -263,6 +318,62 @@ def dataloader_iter(name: str) -> str | None:
     return "main_process" if "SingleProcess" in name else "workers"
 
 
+# ----- range names: iterations and emit_nvtx operator ranges ------------------------------
+#: torch.autograd.profiler.emit_nvtx names NVTX ranges "aten::mul, seq = 3, op_id = 12": ops.
+_EMIT_NVTX = re.compile(r"^([^,\s]+), (?:seq|op_id|sizes|stashed seq) = ")
+_EMIT_NVTX_IDS = re.compile(r", (op_id|seq) = \d+")
+
+
+def is_profiler_step(name: str) -> bool:
+    """True for torch.profiler's iteration range `ProfilerStep#N`."""
+    return name.startswith("ProfilerStep#")
+
+
+def emit_nvtx_op(name: str) -> str | None:
+    """The operator of an emit_nvtx range ("aten::mul, seq = 3, op_id = 12" -> "aten::mul"),
+    None for any other range."""
+    m = _EMIT_NVTX.match(name)
+    return m.group(1) if m else None
+
+
+def has_emit_nvtx_ids(name: str) -> bool:
+    """True for a range name carrying emit_nvtx's `, op_id = N` / `, seq = N`: an operator
+    range, not a phase of the program."""
+    return bool(_EMIT_NVTX_IDS.search(name))
+
+
+# ----- GPU (device) names: host link and tensor cores ---------------------------------------
+#: (device-name pattern, usable host-link GB/s, link) in priority order: the peak a host copy
+#: is compared against.
+HOST_LINKS = (
+    (r"GH200|GB200|Grace", 450.0, "NVLink-C2C"),
+    (r"H100|H200|H800|H20\b|B200|B100|L40|MI300|MI325|MI355", 50.0, "PCIe Gen5 x16"),
+    (r"A100|A800|A10\b|A30|A40|A6000|RTX 30|RTX 40|RTX A|3090|3080|4090|MI2\d0|MI100", 25.0, "PCIe Gen4 x16"),
+    (r"V100|T4|RTX 20|2080|TITAN|P100|Quadro|MI50|MI60", 12.0, "PCIe Gen3 x16"),
+)
+#: GPUs whose tensor cores take FP32 inputs via TF32, and GPUs with FP16-only tensor cores.
+_TF32_GPUS = re.compile(r"A100|A10|A30|A40|A800|H100|H200|H800|GH200|B100|B200|GB200|L4|L40|RTX (?:30|40|50)|RTX A\d", re.I)
+_FP16_TC_GPUS = re.compile(r"V100|T4|TITAN V|RTX 20|Quadro RTX|RTX \d000", re.I)
+
+
+def host_link(device_name: str) -> tuple[float, str] | None:
+    """(peak GB/s, link name) of the GPU's host link, from its name; None when not known."""
+    for pattern, gbps, link in HOST_LINKS:
+        if device_name and re.search(pattern, device_name, re.I):
+            return gbps, link
+    return None
+
+
+def tensor_cores_by_name(device_name: str) -> str | None:
+    """'tf32' (FP32 inputs can use TF32 tensor cores), 'fp16' (FP16-only tensor cores) or
+    None (none, or a GPU name this list does not know)."""
+    if device_name and _TF32_GPUS.search(device_name):
+        return "tf32"
+    if device_name and _FP16_TC_GPUS.search(device_name):
+        return "fp16"
+    return None
+
+
 # ----- which GPU architecture a kernel was built for --------------------------------------
 #: Architecture tags in kernel names: CUTLASS `cutlass_75_*`, xmma/cuBLASLt `sm75_*`,
 #: CUTLASS 3 `arch::Sm80`, cuBLAS `volta_* / turing_* / ampere_*`.
@@ -272,6 +383,17 @@ _NAMED = {"volta": (7, 0), "turing": (7, 5), "ampere": (8, 0), "hopper": (9, 0)}
 #: Tensor-core kernels only: an old SIMT kernel (pooling, sgemm) is no tensor-core fallback.
 TENSOR_OP = re.compile(r"tensorop|h884|h1688|h16816|s1688|s16816|i8816|hmma|wgmma|imma|tensor\d+x\d+x\d+",
                        re.IGNORECASE)
+
+
+def is_tensor_op_kernel(name: str) -> bool:
+    """True for a tensor-core kernel by its name (TENSOR_OP)."""
+    return bool(TENSOR_OP.search(name))
+
+
+def is_align1_kernel(name: str) -> bool:
+    """True for a library kernel built for 1-element alignment (CUTLASS / cuBLAS `align1`):
+    the operands' dimensions were not 16-byte aligned, so the library fell back."""
+    return "align1" in name
 
 
 def arch_of(name: str) -> tuple[int, int] | None:
@@ -293,94 +415,91 @@ def is_old(kernel_cc: tuple[int, int], device_cc: tuple[int, int]) -> bool:
     return device_cc[0] - kernel_cc[0] >= 2 or (kernel_cc[0] == 7 and device_cc[0] >= 8)
 
 
-# ----- torch.compile: Dynamo / AOTAutograd / Inductor ranges ---------------------------------
-#: `Torch-Compiled Region: 0/2` (torch >= 2.1; the compile id suffix since 2.5): one call of a
-#: Dynamo-transformed frame, with what runs eagerly inside it (graph breaks) and any region of a
-#: resume function nested in it. The id is frame_id/frame_compile_id, `_N` a restart attempt,
-#: `!A/` a compiled-autograd prefix.
-_COMPILED_REGION = re.compile(r"^Torch-Compiled Region(?::\s*(.+))?$")
-_COMPILE_ID = re.compile(r"^(?:!\d+/)?(\d+)/(\d+)(?:_\d+)?$")
-#: Compilation work: dynamo_timed ranges (`dynamo`, `entire_frame_compile`, `backend_compile`,
-#: `inductor_compile`, `<fn> (dynamo_timed)`, torch 2.1-2.4 `_compile.<locals>.compile_inner`...).
-_COMPILING = re.compile(r" \(dynamo_timed\)$|^(?:dynamo|entire_frame_compile|backend_compile|"
-                        r"inductor_compile|compile_attempt_\d+|bytecode_tracing|build_guards|"
-                        r"create_aot_dispatcher_function|_compile\.(?:<locals>\.)?compile_inner|"
-                        r"OutputGraph\.call_user_compiler|compile_fx_inner|fx_codegen_and_compile|"
-                        r"async_compile\.wait|code_gen)$")
-#: `dynamo_data: compile_id=0/2` and `<stage>_data: fn_name=..., compile_id=0/2` annotations.
-_COMPILE_DATA = re.compile(r"^[\w.<>]+_data: (?:.*, )?compile_id=([^,\s]+)")
-#: A compiled graph running: Inductor's `## Call CompiledFxGraph <key> ##`, AOTAutograd's
-#: autograd.Function `CompiledFunction` / `CompiledFunctionBackward` (training).
-_GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph \w+ ##$|^CompiledFunction(?:Backward)?$")
-#: Python frame of the code Dynamo resumes after a graph break: `torch_dynamo_resume_in_<fn>_at_<line>`.
-_RESUME_FRAME = re.compile(r"^torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
+#: Framework ops that move a tensor to another device (`.to(device)`, `.cuda()`, `copy_` into a
+#: device tensor); the copy itself is the runtime call inside them. Names may carry the
+#: `, seq = N` / `, op_id = N` suffix of torch.autograd.profiler.emit_nvtx ranges.
+DEVICE_MOVE_OPS = re.compile(r"^aten::(to|_to_copy|copy_|_copy_from|_copy_from_and_resize|cuda)(?=$|,)")
+#: Framework ops that create a tensor and compute its values from their arguments alone
+#: (constants, ranges, random numbers): made on the CPU and moved right after, the same tensor
+#: could be built on the device. Not `aten::empty` / `lift_fresh`: `torch.tensor(data)` records
+#: those, and a trace cannot tell a constant from fresh host data.
+FACTORY_OPS = re.compile(r"^aten::(zeros|ones|full|arange|range|linspace|logspace|eye|scalar_tensor|"
+                         r"rand|randn|randint|randperm|normal|(zeros|ones|full|rand|randn)_like)(?=$|,)")
 
 
-#: What torch.autograd.profiler.emit_nvtx appends to a range's name in NVTX.
-_NVTX_OP_SUFFIX = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids)\s*=.*$")
+def device_move_op(name: str) -> bool:
+    return bool(DEVICE_MOVE_OPS.match(name))
 
 
-def torch_compile_role(name: str) -> str | None:
-    """region | cache_lookup | compile | compile_data | graph_call for the ranges torch.compile
-    records (see the patterns above; emit_nvtx's `, seq = N` suffixes allowed); None otherwise."""
-    name = _NVTX_OP_SUFFIX.sub("", name)
-    if _COMPILED_REGION.match(name):
-        return "region"
-    if name == "TorchDynamo Cache Lookup":
-        return "cache_lookup"
-    if _COMPILE_DATA.match(name):
-        return "compile_data"
-    if _COMPILING.search(name):
-        return "compile"
-    if _GRAPH_CALL.match(name):
-        return "graph_call"
+def factory_op(name: str) -> bool:
+    return bool(FACTORY_OPS.match(name))
+# ----- model structure: convolution + BatchNorm, DataParallel, cuDNN (TL034-TL036) -----------
+#: emit_nvtx writes ops as "aten::conv2d, seq = 36, op_id = 4, sizes = [[16, 3, 32, 32], ...],
+#: input_op_ids = [(3,0)]" (torch/csrc/profiler/util.cpp getNvtxStr); Kineto as the bare name.
+_NVTX_OP_TAIL = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids)\s*=.*$", re.S)
+_NVTX_SIZES = re.compile(r",\s*sizes\s*=\s*(\[.*?\]\])(?:,\s*input_op_ids\s*=|$)", re.S)
+_CONV_OP = re.compile(r"^aten::(conv[123]d|convolution|_convolution|conv_transpose[123]d|"
+                      r"cudnn_convolution(_transpose)?|miopen_convolution(_transpose)?|"
+                      r"mkldnn_convolution)$")
+_BN_OP = re.compile(r"^aten::(batch_norm|native_batch_norm|_native_batch_norm_legit\w*|"
+                    r"cudnn_batch_norm|miopen_batch_norm|_batch_norm_impl_index)$")
+_ADD_OP = re.compile(r"^aten::add_?$")
+_CONV_BWD_OP = re.compile(r"^aten::(convolution_backward|cudnn_convolution_backward\w*|"
+                          r"cudnn_convolution_transpose_backward\w*|miopen_convolution_backward\w*)$")
+#: torch.nn.DataParallel: its autograd Functions are recorded by class name (THPFunction_apply),
+#: their backward nodes as <Name>Backward; its Python files under torch/nn/parallel/.
+_DP_OP = re.compile(r"^(?:autograd::engine::evaluate_function: )?(Broadcast|Scatter|Gather|"
+                    r"ReduceAddCoalesced)(Backward)?$")
+_DP_FILE = re.compile(r"torch/nn/parallel/(data_parallel|replicate|scatter_gather|parallel_apply)\.py$")
+
+
+def framework_op_name(name: str) -> str:
+    """The op name of a framework-op range: emit_nvtx's ", seq = ..., sizes = ..." tail cut."""
+    return _NVTX_OP_TAIL.sub("", name)
+
+
+def nvtx_op_sizes(name: str) -> list | None:
+    """The input sizes emit_nvtx(record_shapes=True) appends to an op's NVTX text, or None."""
+    m = _NVTX_SIZES.search(name)
+    if not m:
+        return None
+    try:
+        return [[int(x) for x in part.split(",") if x.strip()]
+                for part in re.findall(r"\[([^\[\]]*)\]", m.group(1))]
+    except ValueError:
+        return None
+
+
+def model_op(name: str) -> str | None:
+    """conv | conv_backward | batch_norm | add for the framework ops TL034 and TL036 read
+    (Kineto or emit_nvtx names)."""
+    base = framework_op_name(name)
+    if _CONV_OP.match(base):
+        return "conv"
+    if _CONV_BWD_OP.match(base):
+        return "conv_backward"
+    if _BN_OP.match(base):
+        return "batch_norm"
+    if _ADD_OP.match(base):
+        return "add"
     return None
 
 
-#: Dynamo / AOTAutograd runtime wrappers around a compiled graph's call (not eager user ops).
-_DYNAMO_WRAPPER = re.compile(r"^(?:Pregraph bytecode|AOTDispatcher Runtime Wrapper (?:Prologue|Epilogue))$")
+def data_parallel_op(name: str) -> str | None:
+    """replicate | scatter | gather | reduce (backward of replicate) for torch.nn.DataParallel's
+    autograd Functions (`Broadcast`, `Scatter`, `Gather`, `ReduceAddCoalesced`, ...Backward)."""
+    m = _DP_OP.match(framework_op_name(name))
+    if not m:
+        return None
+    fn, backward = m.group(1), bool(m.group(2))
+    kind = {"Broadcast": "replicate", "Scatter": "scatter", "Gather": "gather",
+            "ReduceAddCoalesced": "reduce"}[fn]
+    if backward:   # Broadcast's backward reduces gradients, Gather's scatters them; Scatter's
+        # gathers input gradients, which a one-GPU DataParallel does too: counted as scatter
+        kind = {"replicate": "reduce", "scatter": "scatter", "gather": "scatter", "reduce": "replicate"}[kind]
+    return kind
 
 
-def is_dynamo_wrapper(name: str) -> bool:
-    return bool(_DYNAMO_WRAPPER.match(_NVTX_OP_SUFFIX.sub("", name)))
-
-
-def compile_id(name: str) -> tuple[int, int] | None:
-    """(frame_id, frame_compile_id) named by a `Torch-Compiled Region: F/C` range or a
-    `..._data: compile_id=F/C` annotation; None when the name carries none (torch < 2.5)."""
-    name = _NVTX_OP_SUFFIX.sub("", name)
-    m = _COMPILED_REGION.match(name)
-    raw = m.group(1) if m else None
-    if raw is None:
-        d = _COMPILE_DATA.match(name)
-        raw = d.group(1) if d else None
-    ids = _COMPILE_ID.match(raw.strip()) if raw else None
-    return (int(ids.group(1)), int(ids.group(2))) if ids else None
-
-
-def dynamo_resume(function: str) -> tuple[str, int] | None:
-    """(original function, line of the graph break) for a Dynamo resume function's frame."""
-    m = _RESUME_FRAME.match(function)
-    return (m.group(1), int(m.group(2))) if m else None
-
-
-# ----- CUDA / HIP graphs --------------------------------------------------------------------
-_GRAPH_API = (
-    ("launch", re.compile(r"^(?:cuda|hip|cu)GraphLaunch\w*$")),
-    ("capture_begin", re.compile(r"^(?:cuda|hip|cu)StreamBeginCapture\w*$")),
-    ("capture_end", re.compile(r"^(?:cuda|hip|cu)StreamEndCapture\w*$")),
-    ("instantiate", re.compile(r"^(?:cuda|hip|cu)GraphInstantiate\w*$")),
-    ("update", re.compile(r"^(?:cuda|hip|cu)GraphExecUpdate\w*$|^(?:cuda|hip|cu)GraphUpload\w*$")),
-)
-
-
-def graph_api(name: str) -> str | None:
-    """launch (cudaGraphLaunch: a replay), capture_begin / capture_end (cudaStreamBeginCapture,
-    cudaStreamEndCapture),
-    instantiate (cudaGraphInstantiate*), update (cudaGraphExecUpdate, cudaGraphUpload) for
-    the CUDA / HIP / driver graph API calls (version suffixes allowed); None otherwise."""
-    n = strip_api_version(name)
-    for kind, rx in _GRAPH_API:
-        if rx.match(n):
-            return kind
-    return None
+def is_data_parallel_file(file: str) -> bool:
+    """A Python frame in torch.nn.DataParallel's own modules."""
+    return bool(_DP_FILE.search(file.replace("\\", "/")))

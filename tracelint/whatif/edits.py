@@ -149,6 +149,24 @@ class RemoveSync:
             p.h_extra.pop(int(i), None)
 
 
+@dataclass(frozen=True)
+class NonBlocking:
+    """Selected host calls (rows of the Timeline's api_calls table: what rules know) no longer
+    wait for the GPU and cost at most `cost_ns` each, e.g. a copy from pinned memory with
+    non_blocking=True (no staging, no stream synchronisation after it); 0 removes the calls'
+    host cost. The GPU work they issued keeps its place in stream order."""
+
+    api_rows: tuple
+    cost_ns: int = 5_000
+
+    def apply(self, g: RunGraph, p: Plan) -> None:
+        m = np.isin(g.h_api_row, np.asarray(self.api_rows, dtype=np.int64)) & (g.h_api_row >= 0)
+        p.h_target[m] = -1
+        p.h_dur[m] = np.minimum(p.h_dur[m], max(int(self.cost_ns), 0))
+        for i in np.flatnonzero(m):
+            p.h_extra.pop(int(i), None)
+
+
 def _inside_ranges(g: RunGraph, ranges: np.ndarray) -> np.ndarray:
     """Host items that start inside one of the given ranges on their thread."""
     out = np.zeros(g.n_host, bool)

@@ -1,0 +1,78 @@
+"""The Kineto event schema: which categories feed which Timeline table, and the slim msgspec
+Structs that declare only the fields the importer reads (the decoder skips all others).
+
+2021 categories (Kernel, Runtime, Operator, ...) and ROCm traces (HIP calls under
+cuda_runtime) map to the same tables as current CUDA traces.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+#: Kineto category (current and 2021 names) -> Timeline table.
+TABLE_OF_CAT = {
+    "kernel": "kernels", "Kernel": "kernels",
+    "gpu_memcpy": "copies", "Memcpy": "copies",
+    "gpu_memset": "memsets", "Memset": "memsets",
+    "cuda_runtime": "api_calls", "cuda_driver": "api_calls", "Runtime": "api_calls",
+    "cpu_op": "ranges", "Operator": "ranges", "user_annotation": "ranges",
+    "gpu_user_annotation": "ranges",
+    "cuda_sync": "syncs",
+    "python_function": "python_frames",
+}
+RANGE_KINDS = ["op", "annotation", "gpu_annotation", "step"]
+RANGE_KIND = {"cpu_op": 0, "Operator": 0, "user_annotation": 1, "gpu_user_annotation": 2}
+FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "async"}     # CPU launch -> GPU activity flows
+COUNTER_CATS = {"cuda_profiler_range"}                # CUPTI range-profiler metrics per kernel
+GPU_TABLES = ("kernels", "copies", "memsets")
+
+VERSION_KEYS = ("cupti_version", "cuda_runtime_version", "cuda_driver_version",
+                "hip_runtime_version", "hip_driver_version", "roctracer_version")
+FLAG_KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+
+
+class Args(msgspec.Struct, gc=False):
+    """The args read here; the decoder skips all others. Any: producers disagree on types
+    (ROCm runtime rows say "stream": "0x0", "bytes": "9216")."""
+
+    correlation: Any = -1
+    external_id: Any = msgspec.field(default=-1, name="External id")
+    external_id_2021: Any = msgspec.field(default=-1, name="external id")
+    device: Any = -1
+    stream: Any = -1
+    grid: Any = None
+    block: Any = None
+    registers: Any = msgspec.field(default=-1, name="registers per thread")
+    smem: Any = msgspec.field(default=-1, name="shared memory")
+    nbytes: Any = msgspec.field(default=-1, name="bytes")
+    # record_shapes=True: op inputs, kept per External id for the efficiency work models.
+    # Raw: left undecoded (a byte copy is kept), decoded only when an efficiency model asks.
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
+    call_stack: Any = msgspec.field(default=None, name="Call stack")   # legacy with_stack
+
+
+NO_ARGS = Args()
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: Any = -1          # int, or a label such as "Spans" / "Traces"
+    tid: Any = -1          # int, "stream 7" (2021 GPU rows) or "25738" (2021 CPU rows)
+    ts: Any = None         # int, or decimal text (bytes) via float_hook
+    dur: Any = 0
+    id: Any = -1           # flow id
+    args: Args | None = None
+
+
+#: Top-level keys read; metadata (TraceLens runs) may hold environment secrets: only the
+#: torch version is taken from it.
+Top = msgspec.defstruct("_Top", [
+    ("traceEvents", list[msgspec.Raw] | None, None), ("metadata", msgspec.Raw, msgspec.Raw()),
+    *[(k, Any, None) for k in ("deviceProperties", "distributedInfo", "schemaVersion",
+                               "traceName", "displayTimeUnit", "baseTimeNanoseconds", "trace_id",
+                               *VERSION_KEYS, *FLAG_KEYS)]])

@@ -1,0 +1,123 @@
+"""Kineto value conversion: microsecond timestamps (JSON ints or exact decimal text) to int64
+ns, and the integer columns producers write as ints, numeric text, hex or "stream 7".
+
+float64 cannot hold 1669783687389292.123: the decimal text is parsed digit by digit into
+exact integer ns, because rounding invents gaps between back-to-back kernels.
+"""
+from __future__ import annotations
+
+import re
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from operator import attrgetter
+
+import numpy as np
+
+_MAX_US = (2**63 - 1) // 1000 - 1   # largest |µs| whose ns value fits int64
+_INT_TEXT = re.compile(r"^\s*(-?\d+)\s*$|^\s*0[xX]([0-9a-fA-F]+)\s*$|^[A-Za-z_ ]+ (\d+)$")
+
+
+def us_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """Exact int64 ns from Kineto µs values (JSON ints, decimal text as bytes or str) and a
+    parsed-ok mask.
+
+    Up to 3 fractional digits are exact; further digits round half up (none in real traces).
+    """
+    try:
+        us = np.fromiter(values, np.int64, len(values))
+    except (TypeError, ValueError, OverflowError):
+        return _text_to_ns(values)
+    ok = np.abs(us) <= _MAX_US
+    return np.where(ok, us, 0) * 1000, ok
+
+
+def _text_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """Parse decimal text as a byte matrix (row: value, column: character), digit by digit."""
+    try:
+        text = np.array(values, dtype="S")
+    except (UnicodeError, TypeError, ValueError):
+        text = np.array([str(v).encode("ascii", "replace") for v in values], dtype="S")
+    n, w = len(text), max(text.dtype.itemsize, 1)
+    b = text.view(np.uint8).reshape(n, w) if text.dtype.itemsize else np.zeros((n, 1), np.uint8)
+    col = np.arange(w)
+    digit, dot, neg = (b >= 48) & (b <= 57), b == 46, b[:, 0] == 45
+    dotpos = np.where(dot.any(1), dot.argmax(1), (b != 0).sum(1))
+    int_digits = (digit & (col < dotpos[:, None])).sum(1)
+    lead = b[np.arange(n), neg.astype(np.intp)]
+    ok = ((digit | dot | (b == 0) | ((b == 45) & (col == 0))).all(1) & (dot.sum(1) <= 1)
+          & digit.any(1) & ((int_digits < 16) | ((int_digits == 16) & (lead <= ord("8")))))
+    val, nfrac, up = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
+    for j in range(w):                 # Horner over columns, keeping 3 fractional digits
+        d = b[:, j].astype(np.int64) - 48
+        rel = j - dotpos
+        take = digit[:, j] & (rel <= 3)
+        val = np.where(take, val * 10 + d, val)
+        nfrac += take & (rel > 0)
+        up |= digit[:, j] & (rel == 4) & (d >= 5)
+    val = np.where(neg, -1, 1) * (val * 10 ** (3 - nfrac) + up)
+    for i in np.flatnonzero(~ok):      # exponents, huge or odd values: exact slow path
+        ns = _one_to_ns(values[i])
+        if ns is not None:
+            val[i], ok[i] = ns, True
+    return np.where(ok, val, 0), ok
+
+
+def _one_to_ns(v) -> int | None:
+    if isinstance(v, bytes):
+        v = v.decode("ascii", "replace")
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        return None
+    try:
+        d = Decimal(v)
+        ns = int((d * 1000).to_integral_value(ROUND_HALF_UP)) if d.is_finite() else None
+    except (InvalidOperation, ValueError):
+        return None
+    return ns if ns is not None and abs(ns) < 2**63 - 1 else None
+
+
+def ints(values: list) -> np.ndarray:
+    """Integer column from JSON values; -1 where absent or not an integer."""
+    try:
+        return np.fromiter(values, np.int64, len(values))
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter((to_int(v) for v in values), np.int64, len(values))
+
+
+def int_col(objs: list, field: str) -> np.ndarray:
+    """_ints of one attribute of every object, read in a C-level loop when all are ints."""
+    get = attrgetter(field)
+    try:
+        return np.fromiter(map(get, objs), np.int64, len(objs))
+    except (TypeError, ValueError, OverflowError):
+        return ints(list(map(get, objs)))
+
+
+def to_int(v) -> int:
+    """int; numeric text; hex text ("0x0" ROCm streams); "stream 7" -> 7; else -1."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v if -2**63 <= v < 2**63 else -1
+    m = _INT_TEXT.match(v) if isinstance(v, str) else None
+    if not m:
+        return -1
+    dec, hexa, tail = m.groups()
+    x = int(dec) if dec else int(hexa, 16) if hexa else int(tail)
+    return x if x < 2**63 else -1
+
+
+def dim3(values: list) -> np.ndarray:
+    """(n, 3) ints from [x, y, z] lists; -1 where absent."""
+    try:
+        out = np.array(values, dtype=np.int64)
+        if out.shape == (len(values), 3):
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    rows = [[to_int(x) for x in v] if isinstance(v, list) and len(v) == 3 else [-1] * 3
+            for v in values]
+    return np.array(rows, dtype=np.int64).reshape(len(values), 3)
+
+
+def opt_int(v) -> int | None:
+    x = to_int(v)
+    return x if x >= 0 else None
+
+
