@@ -35,6 +35,8 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl036_cudnn_autotune_in_steps", "CudnnAutotuneInSteps"),
     ("tl037_torch_compile_recompile", "TorchCompileRecompile"),
     ("tl038_cuda_graph_opportunity", "CudaGraphOpportunity"),
+    ("tl039_allocator_churn", "AllocatorChurn"),
+    ("tl040_memory_peak_near_capacity", "MemoryPeakNearCapacity"),
     ("tl100_secret_in_trace", "SecretInTrace"),
     ("tl101_personal_data", "PersonalDataInTrace"),
     ("tl201_job_exposed_comm", "JobExposedCommunication"),

@@ -111,6 +111,11 @@ def write_kineto(b, path: str | os.PathLike, *, gpu_annotations: bool = True,
                      "tid": stream, "ts": _T(s0), "dur": _T(s1 - s0),
                      "args": {"External id": e.external_id}})
 
+    from .memory import kineto_events      # [memory] events (synth/memory.py), if any
+    memory_events = kineto_events(b)
+    for key, ev in memory_events:
+        add(key, ev)
+
     for name, value, ts in b.metrics:
         add((3, ts, 0, 0), {"ph": "C", "cat": "gpu_metric", "name": name, "pid": dev,
                             "tid": 0, "ts": _T(ts), "args": {name: value}})
@@ -149,7 +154,7 @@ def write_kineto(b, path: str | os.PathLike, *, gpu_annotations: bool = True,
     head.update({
         "cuda_runtime_version": 12040, "cuda_driver_version": 12040, "cupti_version": 22,
         "with_stack": int(any(e.kind == "python" for e in b.host_events)),
-        "record_shapes": 0, "profile_memory": 0, "with_flops": 0, "with_modules": 0,
+        "record_shapes": 0, "profile_memory": int(bool(memory_events)), "with_flops": 0, "with_modules": 0,
         "trace_id": hashlib.md5(f"{b.pid}:{t_min}:{t_max}".encode()).hexdigest().upper(),
     })
     tail = {"traceName": path.name, "displayTimeUnit": "ms",

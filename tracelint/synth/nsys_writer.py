@@ -140,6 +140,8 @@ def _fill_nsys(b, con: sqlite3.Connection, path: Path, *, nvtx_ops: bool,
         if rows[table]:
             marks = ",".join("?" * len(nsys_ddl.columns(table)))
             con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows[table])
+    from .memory import write_nsys        # CUDA_GPU_MEMORY_USAGE_EVENTS (synth/memory.py), if any
+    write_nsys(b, con, gpid)
 
 def _target_info_gpu_row(b) -> tuple:
     p = b.props
