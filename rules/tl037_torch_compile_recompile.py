@@ -81,7 +81,7 @@ class TorchCompileRecompile(Rule):
         host = np.isin(r["kind"].astype(str).to_numpy(), HOST_KINDS)
         if not ((role != "") & host).any():
             return None
-        cid = classify.classify_categorical(r["name"], lambda n: "%d/%d" % compile_names.compile_id(n)
+        cid = classify.classify_categorical(r["name"], lambda n: "{}/{}".format(*compile_names.compile_id(n))
                                             if compile_names.compile_id(n) else "")
         steps = r[r["kind"].astype(str).to_numpy() == "step"].sort_values("start")
         return {"r": r, "role": role, "host": host, "cid": np.asarray(cid, dtype=object), "steps": steps}
@@ -146,7 +146,7 @@ class TorchCompileRecompile(Rule):
         span = max(tl.span_ns, 1)
         if total < opt.min_compile_ns or total < opt.min_compile_share * span:
             return None
-        r, role, cid = f["r"], f["role"], f["cid"]
+        role, cid = f["role"], f["cid"]
         ids = sorted({x for x in cid[(role == "region") | (role == "compile_data")] if x})
         frames = sorted({x.split("/")[0] for x in ids})
         n_re = int(flagged["recompile"].sum())
@@ -239,7 +239,7 @@ class TorchCompileRecompile(Rule):
 
     # ----- graph breaks ---------------------------------------------------------------------
     def _break_finding(self, ctx, f):
-        tl, opt = ctx.tl, self.options
+        opt = self.options
         r, role = f["r"], f["role"]
         reg = np.flatnonzero((role == "region") & f["host"])
         if len(reg) < 2:

@@ -16,7 +16,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli
 
 torch = pytest.importorskip("torch")

@@ -129,10 +129,12 @@ def test_real_launch_bound_training_step():
     stream, copies, memsets) covers of them."""
     import bisect
     import gzip
+    import itertools
 
     from conftest import TRACES, trace_or_skip
     path = trace_or_skip(TRACES / "torch" / "hta_v100_rank1of2.json.gz")
-    ev = [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("ph") == "X"]
+    with gzip.open(path) as fh:
+        ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
     steps = sorted((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ev if str(e["name"]).startswith("ProfilerStep#"))
     launch = {e["args"]["correlation"]: _ns(e["ts"]) for e in ev if e.get("cat") == "cuda_runtime"}
     gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["args"].get("device") == 1]
@@ -164,7 +166,7 @@ def test_real_launch_bound_training_step():
     idle = 0
     for ks in by_step.values():
         ks.sort()
-        for (s0, e0), (s1, _) in zip(ks, ks[1:]):
+        for (_, e0), (s1, _) in itertools.pairwise(ks):
             if 0 < s1 - e0 <= 100_000:
                 idle += (s1 - e0) - covered(e0, s1)
     f = _finding(lint(path, ONLY), "device1")

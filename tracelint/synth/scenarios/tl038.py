@@ -14,7 +14,7 @@ PY_NS, API_NS, KERNEL_NS = 10_000, 5_000, 8_000
 NAMES = ("void at::native::vectorized_layer_norm_kernel<float, float>",
          "triton_poi_fused_gelu_0", "void at::native::vectorized_elementwise_kernel<4, AddFunctor<float>>",
          "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64")
-CAPTURE_ARGS = dict(begin_ns=3_000, launches=10, end_ns=3_000, instantiate_ns=2_000_000)
+CAPTURE_ARGS = {"begin_ns": 3_000, "launches": 10, "end_ns": 3_000, "instantiate_ns": 2_000_000}
 
 
 def _region(b: TraceBuilder, step: int, grid=(64, 1, 1), kernel_ns: int = KERNEL_NS, py_ns: int = PY_NS):
