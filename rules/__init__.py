@@ -33,6 +33,8 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl034_conv_bias_before_batchnorm", "ConvBiasBeforeBatchNorm"),
     ("tl035_data_parallel", "DataParallel"),
     ("tl036_cudnn_autotune_in_steps", "CudnnAutotuneInSteps"),
+    ("tl037_torch_compile_recompile", "TorchCompileRecompile"),
+    ("tl038_cuda_graph_opportunity", "CudaGraphOpportunity"),
     ("tl039_allocator_churn", "AllocatorChurn"),
     ("tl040_memory_peak_near_capacity", "MemoryPeakNearCapacity"),
     ("tl100_secret_in_trace", "SecretInTrace"),

@@ -107,12 +107,18 @@ def _scale_host_work(g: RunGraph, p: Plan, ranges: np.ndarray, factor: float) ->
 
 @dataclass(frozen=True)
 class RemoveHostWork:
-    """Remove the host work inside matching ranges (Scale to 0 of their host time only)."""
+    """Remove the host work inside matching ranges (Scale to 0 of their host time only).
 
-    pattern: str
+    rows: rows of the Timeline's ranges table to remove besides (or instead of) the pattern."""
+
+    pattern: str | None = None
+    rows: tuple = ()
 
     def apply(self, g: RunGraph, p: Plan) -> None:
-        _scale_host_work(g, p, _match(g.r_name, self.pattern) & ~g.r_step, 0.0)
+        m = _match(g.r_name, self.pattern) if self.pattern else np.zeros(len(g.r_name), bool)
+        if self.rows:
+            m |= _sel(len(g.r_name), self.rows)
+        _scale_host_work(g, p, m & ~g.r_step, 0.0)
 
 
 @dataclass(frozen=True)
