@@ -62,6 +62,7 @@ class JobReport:
     execution: dict[str, Any] = field(default_factory=dict)
     elapsed_s: dict[str, float] = field(default_factory=dict)
     context: Any = None                           # JobContext (not serialised)
+    whatif: dict[str, Any] = field(default_factory=dict)   # job replay: fidelity, saving_all_ns
 
     # ----- views -----------------------------------------------------------------------------
     def sorted_findings(self) -> list[Finding]:
@@ -200,6 +201,7 @@ class JobReport:
                        for s in self.failed],
             "excluded": _plain(self.excluded),
             "job": self.job_tables(),
+            "whatif": _plain(self.whatif),
             "rules": [r.to_dict() for r in self.rules],
             "skipped_rules": dict(self.skipped),
             "suppressed_by_baseline": self.suppressed,
