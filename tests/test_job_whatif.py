@@ -157,8 +157,12 @@ def test_replay_fidelity_on_real_ranks(tmp_path):
     for r in w["ranks"]:
         assert r["replayed_span_ns"] == pytest.approx(r["span_ns"], rel=0.02)
     assert w["replayed_job_span_ns"] == pytest.approx(w["job_span_ns"], rel=0.02)
+    # the generator shifts the waiting ranks' host timeline after each call with no blocking
+    # call to say why (host gaps replay as fixed work): fixing the straggler moves the calls,
+    # not the job, and the finding says it cannot establish the saving rather than give 0
     (f,) = [x for x in rep.findings if x.rule == "TL202"]
-    assert f.saving_ns is not None and f.saving_ns >= 0
+    assert f.saving_ns is None and "records no wait" in f.saving_note
+    assert "saving_all_ns" not in w
     # TL201's fix (overlap) is no edit of the recorded work: a statement, no number
     (e,) = [x for x in rep.findings if x.rule == "TL201"]
     assert e.saving_ns is None and e.saving_note.startswith("no saving can be established")

@@ -32,6 +32,9 @@ from ..whatif.replay import Plan
 #: Job replay only for jobs this small: the reduce step loads every rank's trace again.
 MAX_RANKS = 64
 MAX_EVENTS = 4_000_000
+#: A fix whose job saving is below this share of how much earlier the last matched call ends
+#: gets no number (see project_job_savings).
+DECOUPLED_SHARE = 0.5
 
 NO_EDIT = {
     "TL201": ("no saving can be established: overlapping this communication with compute needs a "
@@ -95,7 +98,18 @@ class JobWhatIf:
         return [Plan.of(g) for g in self.graphs]
 
     def saving(self, plans: list[Plan]) -> int:
-        return self.base.work_span_ns - self.jg.run(plans).work_span_ns
+        return self.saving_and_calls(plans)[0]
+
+    def last_call_end(self, run: JobRun) -> int | None:
+        """Aligned end of the job's last matched call (None without calls)."""
+        ends = [int(run.ranks[r].g_end[j]) - self.offsets[r] for grp in self.jg.groups for r, j in grp]
+        return max(ends) if ends else None
+
+    def saving_and_calls(self, plans: list[Plan]) -> tuple[int, int | None]:
+        """(job span saved, how much earlier the last matched call ends)."""
+        e = self.jg.run(plans)
+        a, b = self.last_call_end(self.base), self.last_call_end(e)
+        return self.base.work_span_ns - e.work_span_ns, (a - b if a is not None else None)
 
     def fidelity(self) -> dict:
         """Traced vs replayed span, per rank and for the job (no edit)."""
@@ -227,13 +241,24 @@ def project_job_savings(members, findings, ctx) -> dict | None:
         if plans is None:
             f.saving_note = note
             continue
-        f.saving_ns = int(w.saving(plans))
+        saved, calls = w.saving_and_calls(plans)
+        if calls is not None and calls > 0 and saved < DECOUPLED_SHARE * calls:
+            # the calls end earlier but the ranks' work after them does not follow: it is bound
+            # by host time the trace shows no dependency for (host gaps replay as fixed work)
+            f.saving_note = (
+                f"no saving can be established: the fix ends the job's last matched collective "
+                f"{calls / 1e6:.2f} ms earlier, yet the replayed job span moves by "
+                f"{saved / 1e6:.2f} ms: the ranks' host work between collectives records no wait "
+                "on them (no blocking call), so the replay keeps it where it was and cannot carry "
+                "the fix through the job")
+            continue
+        fixes.append(plans)
+        f.saving_ns = int(saved)
         f.saving_share = f.saving_ns / span
         f.saving_note = None
-        fixes.append(plans)
     out = w.fidelity()
     if fixes:
-        out["saving_all_ns"] = (fixes and int(w.saving(_combine(w, fixes))))
+        out["saving_all_ns"] = int(w.saving(_combine(w, fixes)))
     return out
 
 
