@@ -48,7 +48,7 @@ def main() -> None:
         for n in ("hta_sampled_rank0of128.json.gz", "hta_sampled_rank1of128.json.gz"):
             (pair / n).symlink_to(torch / n)
         print(fidelity_row("hta_sampled rank 0+1 of 128 (windows differ: no call matched)", [str(pair)]))
-        print(fidelity_row("nsys2026.2 2-GPU H100 slice (2 processes)",
+        print(fidelity_row("nsys2026.2 2-GPU H100 slice (2 processes, no collective)",
                            [str(nsys / "nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite")]))
         raw = RawTrace.load(torch / "hta_nccl_a100_rank0of2.json.gz")
         for name, kw in (("control", {}), ("planted", dict(straggler=1, delay_us=3000.0, exposed=2,
@@ -58,7 +58,7 @@ def main() -> None:
             make_job(raw, d, ranks=4, **kw)
             print(fidelity_row(f"4 ranks from hta_nccl_a100_rank0of2, {name}", [str(d)]))
         print()
-        print("| synthetic job | format | twin span difference | TL202 job saving | saving_all_ns |")
+        print("| synthetic job | format | twin span difference | job saving of the finding(s) | saving_all_ns |")
         print("|---|---|---:|---:|---:|")
         import test_job_whatif as t
         for fmt in ("kineto", "nsys"):
@@ -71,6 +71,14 @@ def main() -> None:
             print(f"| {t.RANKS} ranks, {t.STEPS} all-reduces, rank 1 late {ms(t.LATE_NS)} each | {fmt} | "
                   f"{ms(t._job_span(late) - t._job_span(twin))} | {ms(f.saving_ns)} | "
                   f"{ms(rep.whatif['saving_all_ns'])} |")
+        d = tmp / "loose"
+        d.mkdir()
+        late = t._write(t._loose_job(slow=2), "kineto", d / "late")
+        twin = t._write(t._loose_job(slow=None), "kineto", d / "twin")
+        rep = lint_job([str(d / "late")], Config(select=["TL203", "TL204"]), jobs=0)
+        got = ", ".join(f"{f.rule} {ms(f.saving_ns)}" for f in rep.sorted_findings())
+        print(f"| {t.RANKS} independent ranks, rank 2's GEMMs x{t.SLOW} | kineto | "
+              f"{ms(t._job_span(late) - t._job_span(twin))} | {got} | {ms(rep.whatif['saving_all_ns'])} |")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
