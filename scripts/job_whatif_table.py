@@ -12,11 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from tracelint.engine.config import Config  # noqa: E402
-from tracelint.ranks.job import lint_job  # noqa: E402
-from tracelint.ranks.job_whatif import JobWhatIf  # noqa: E402
-from tracelint.ranks.synth import RawTrace, make_job  # noqa: E402
-
+from tracelint.engine.config import Config
+from tracelint.ranks.job import lint_job
+from tracelint.ranks.job_whatif import JobWhatIf
+from tracelint.ranks.synth import RawTrace, make_job
 
 JOB_RULES = ["TL201", "TL202", "TL203", "TL204", "TL205"]
 
@@ -51,8 +50,8 @@ def main() -> None:
         print(fidelity_row("nsys2026.2 2-GPU H100 slice (2 processes, no collective)",
                            [str(nsys / "nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite")]))
         raw = RawTrace.load(torch / "hta_nccl_a100_rank0of2.json.gz")
-        for name, kw in (("control", {}), ("planted", dict(straggler=1, delay_us=3000.0, exposed=2,
-                                                          clock_offsets_us=[0.0, 1700.0, -900.0, 400.0]))):
+        for name, kw in (("control", {}), ("planted", {"straggler": 1, "delay_us": 3000.0, "exposed": 2,
+                                                          "clock_offsets_us": [0.0, 1700.0, -900.0, 400.0]})):
             d = tmp / name
             d.mkdir()
             make_job(raw, d, ranks=4, **kw)

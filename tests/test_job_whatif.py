@@ -14,8 +14,8 @@ import json
 import sqlite3
 
 import pytest
-
 from conftest import TRACES, needs_shared
+
 from tracelint.engine.config import Config
 from tracelint.ranks.job import lint_job
 from tracelint.synth.builder import TraceBuilder
@@ -70,7 +70,8 @@ def _span(path) -> tuple[int, int]:
         lo = min(con.execute(f"select min(start) from {t}").fetchone()[0] or 1 << 62 for t in tabs)
         hi = max(con.execute(f"select max(end) from {t}").fetchone()[0] or 0 for t in tabs)
         return lo, hi
-    ev = [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("ph") == "X"]
+    with gzip.open(path) as fh:
+        ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
     lo = min(e["ts"] for e in ev)
     hi = max(e["ts"] + e.get("dur", 0) for e in ev)
     return round(lo * 1000), round(hi * 1000)
@@ -177,3 +178,23 @@ def test_unmatched_job_states_why_no_saving(tmp_path):
     assert rep.findings and rep.whatif == {}
     for f in rep.findings:
         assert f.saving_ns is None and "matched" in f.saving_note
+
+
+@needs_shared()
+@pytest.mark.parametrize("sources", [
+    ["torch/hta_sampled_rank0of128.json.gz", "torch/hta_sampled_rank1of128.json.gz"],
+    ["nsys/nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite"]], ids=["128-rank-pair", "nsys-2gpu"])
+def test_replay_fidelity_on_real_jobs(sources):
+    """The real multi-rank inputs (no call matched on the pair, no collective in the nsys
+    slice: the ranks replay side by side): each rank's span and the job span within 2%,
+    against spans read from the summaries (the traces' own first/last timestamps)."""
+    from tracelint.ranks.job_whatif import JobWhatIf
+    rep = lint_job([str(TRACES / s) for s in sources], Config(select=["TL202"]), jobs=0)
+    assert not rep.failed and [s.rank for s in rep.ranks] == [0, 1]
+    w = JobWhatIf.from_members(rep.ranks, rep.context)
+    fid = w.fidelity()
+    for s, r in zip(rep.ranks, fid["ranks"]):
+        assert r["replayed_span_ns"] == pytest.approx(s.end_ns - s.start_ns, rel=0.02)
+    off = rep.context.offsets
+    job = max(s.end_ns - off[s.rank] for s in rep.ranks) - min(s.start_ns - off[s.rank] for s in rep.ranks)
+    assert fid["replayed_job_span_ns"] == pytest.approx(job, rel=0.02)

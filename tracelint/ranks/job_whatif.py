@@ -91,7 +91,7 @@ class JobWhatIf:
         self.base: JobRun = self.jg.run()
 
     @classmethod
-    def from_members(cls, members, ctx) -> "JobWhatIf":
+    def from_members(cls, members, ctx) -> JobWhatIf:
         return cls(ctx, _load_graphs(members))
 
     def plans(self) -> list[Plan]:
@@ -116,7 +116,7 @@ class JobWhatIf:
         b = self.base
         ranks = [{"rank": r, "span_ns": int(g.span_end - g.span_start), "replayed_span_ns": int(x.span_ns)}
                  for r, g, x in zip(self.ctx.rank_ids, self.graphs, b.ranks)]
-        return {"ranks": ranks, "matched_calls": self.jg.groups and len(self.jg.groups) or 0,
+        return {"ranks": ranks, "matched_calls": len(self.jg.groups),
                 "job_span_ns": traced_span_ns(self.graphs, self.offsets),
                 "replayed_job_span_ns": int(b.span_ns), "work_span_ns": int(b.work_span_ns)}
 
@@ -275,4 +275,4 @@ def _combine(w: JobWhatIf, fixes: list[list[Plan]]) -> list[Plan]:
     return out
 
 
-__all__ = ["JobWhatIf", "project_job_savings", "MAX_RANKS", "MAX_EVENTS"]
+__all__ = ["MAX_EVENTS", "MAX_RANKS", "JobWhatIf", "project_job_savings"]
