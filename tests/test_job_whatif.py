@@ -103,6 +103,13 @@ def test_straggler_fix_projects_the_twins_job_saving(fmt, tmp_path):
     assert f.saving_note is None and 0 < f.saving_share < 1
     # all fixes together cannot save more than the twin shows, nor less than the straggler fix
     assert w["saving_all_ns"] == pytest.approx(measured, rel=0.2)
+    # every job report shows it
+    from tracelint.reporters.job import render_job_json, render_job_markdown, render_job_text
+    doc = json.loads(render_job_json(rep))
+    assert doc["summary"]["saving_all_ns"] == w["saving_all_ns"]
+    assert [x["saving_ns"] for x in doc["findings"] if x["rule"] == "TL202"] == [f.saving_ns]
+    assert "projected job saving" in render_job_text(rep)
+    assert "projected job saving" in render_job_markdown(rep)
     # the twin has nothing to fix
     rep2 = lint_job([str(tmp_path / "twin")], Config(select=["TL202", "TL204"]), jobs=0)
     assert rep2.findings == []
