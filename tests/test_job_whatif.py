@@ -104,7 +104,11 @@ def test_straggler_fix_projects_the_twins_job_saving(fmt, tmp_path):
     # all fixes together cannot save more than the twin shows, nor less than the straggler fix
     assert w["saving_all_ns"] == pytest.approx(measured, rel=0.2)
     # every job report shows it
-    from tracelint.reporters.job import render_job_json, render_job_markdown, render_job_text
+    from tracelint.reporters.job import (
+        render_job_json,
+        render_job_markdown,
+        render_job_text,
+    )
     doc = json.loads(render_job_json(rep))
     assert doc["summary"]["saving_all_ns"] == w["saving_all_ns"]
     assert [x["saving_ns"] for x in doc["findings"] if x["rule"] == "TL202"] == [f.saving_ns]
