@@ -60,14 +60,15 @@ def main() -> None:
         print("| synthetic job | format | twin span difference | job saving of the finding(s) | saving_all_ns |")
         print("|---|---|---:|---:|---:|")
         import test_job_whatif as t
-        for fmt in ("kineto", "nsys"):
-            d = tmp / f"syn-{fmt}"
+        for fmt, host in (("kineto", False), ("nsys", False), ("kineto", True)):
+            d = tmp / f"syn-{fmt}-{host}"
             d.mkdir()
-            late = t._write(t._job(straggler=1), fmt, d / "late")
+            late = t._write(t._job(straggler=1, host=host), fmt, d / "late")
             twin = t._write(t._job(straggler=None), fmt, d / "twin")
             rep = lint_job([str(d / "late")], Config(select=["TL202"]), jobs=0)
             (f,) = [x for x in rep.findings if x.rule == "TL202"]
-            print(f"| {t.RANKS} ranks, {t.STEPS} all-reduces, rank 1 late {ms(t.LATE_NS)} each | {fmt} | "
+            where = "on the host" if host else "on the GPU"
+            print(f"| {t.RANKS} ranks, {t.STEPS} all-reduces, rank 1 late {ms(t.LATE_NS)} each {where} | {fmt} | "
                   f"{ms(t._job_span(late) - t._job_span(twin))} | {ms(f.saving_ns)} | "
                   f"{ms(rep.whatif['saving_all_ns'])} |")
         d = tmp / "loose"

@@ -25,7 +25,9 @@ ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 
 
-def _job(straggler: int | None) -> list[TraceBuilder]:
+def _job(straggler: int | None, host: bool = False) -> list[TraceBuilder]:
+    """host: the straggler is late on the host (LATE_NS of CPU work, e.g. data loading, before
+    it launches the step's GEMMs) instead of on the GPU."""
     bs = [TraceBuilder(pid=3000 + r, start_ns=1_000_000_000) for r in range(RANKS)]
     for r, b in enumerate(bs):
         b.rank(r, RANKS)
@@ -34,8 +36,10 @@ def _job(straggler: int | None) -> list[TraceBuilder]:
         for r, b in enumerate(bs):
             b._step = b.step(s)
             b._step.__enter__()
+            if host and r == straggler:
+                b.cpu(LATE_NS, name="dataloader::next")
             for _ in range(3):
-                b.launch(GEMM, 500_000 + (LATE_NS // 3 if r == straggler else 0), op="aten::mm")
+                b.launch(GEMM, 500_000 + (LATE_NS // 3 if r == straggler and not host else 0), op="aten::mm")
             b.sync("cudaStreamWaitEvent", stream=20, wait_stream=7)
             arrive.append(max(b.cursor + b.launch_latency_ns, b.gpu_free(20), b.gpu_free(7)))
         end = max(arrive) + XFER_NS
@@ -152,6 +156,18 @@ def test_slow_rank_of_independent_ranks(tmp_path):
     assert set(rules) == {"TL203", "TL204"} and all(f.where.rank == 2 for f in rules.values())
     for f in rules.values():
         assert f.saving_ns == pytest.approx(measured, rel=0.2), f.rule
+
+
+def test_straggler_late_on_the_host(tmp_path):
+    """The straggler's host is busy LATE_NS before it launches each step's work: the fix scales
+    its host work before the call too, and the saving matches the twin."""
+    late = _write(_job(straggler=0, host=True), "kineto", tmp_path / "late")
+    twin = _write(_job(straggler=None), "kineto", tmp_path / "twin")
+    rep = lint_job([str(tmp_path / "late")], Config(select=["TL202"]), jobs=0)
+    measured = _job_span(late) - _job_span(twin)
+    assert measured == pytest.approx(STEPS * LATE_NS, rel=0.05)
+    (f,) = rep.findings
+    assert f.where.rank == 0 and f.saving_ns == pytest.approx(measured, rel=0.2)
 
 
 # ----- real shared multi-rank traces -------------------------------------------------------------
