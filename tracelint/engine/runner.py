@@ -44,6 +44,9 @@ def applicable(rule: type[Rule], tl: Timeline) -> str | None:
     missing = ", ".join(sorted(rule.needs))
     if not tl.has_gpu_activity and rule.needs & {"kernels", "copies", "memsets"}:
         return "no GPU activity in the trace"
+    if rule.needs == {"memory"}:
+        return ("the trace has no memory events (record them: tracelint capture "
+                "--profile-memory, torch.profiler profile_memory=True, nsys --cuda-memory-usage=true)")
     return f"the trace has no {missing} events"
 
 

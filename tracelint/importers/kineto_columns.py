@@ -10,6 +10,7 @@ import numpy as np
 
 from .kineto_events import (COUNTER_CATS, FLOW_CATS, GPU_TABLES, NO_ARGS, RANGE_KIND,
                             TABLE_OF_CAT, Args, Event)
+from .kineto_memory import MEMORY_CAT, MemoryColumns
 from .kineto_values import dim3, int_col, ints, us_to_ns
 
 
@@ -26,11 +27,14 @@ class Builder:
         self.window: tuple[int, int] | None = None
         self.op_inputs: dict[int, tuple] = {}     # External id -> (name, dims, types, concrete) JSON
         self.call_stacks: list[tuple] = []       # (start, end, pid, tid, text) of legacy stacks
+        self.memory = MemoryColumns()            # profile_memory=True [memory] instant events
 
     def add_chunk(self, lo: int, events: list[Event], raws: list) -> None:
         buckets: dict[str, list[Event]] = defaultdict(list)
         for e in events:
             buckets[e.cat].append(e)
+        if MEMORY_CAT in buckets or "" in buckets:   # explicit hook: kineto_memory keeps [memory]
+            self.memory.add(events, raws)
         for cat, evs in buckets.items():
             self.cat_counts[cat] += len(evs)
             if cat in FLOW_CATS:
