@@ -225,3 +225,26 @@ def test_replay_fidelity_on_real_jobs(sources):
     off = rep.context.offsets
     job = max(s.end_ns - off[s.rank] for s in rep.ranks) - min(s.start_ns - off[s.rank] for s in rep.ranks)
     assert fid["replayed_job_span_ns"] == pytest.approx(job, rel=0.02)
+
+
+@needs_shared()
+def test_nsys_process_split_renumbers_range_parents():
+    """One nsys file, two processes: each process's ranges point at parents among its own rows
+    (the graph's host-work owners and TL032 follow parents; rows of the whole file's table
+    indexed out of bounds). Checked against the unsplit table by start/end/name."""
+    from tracelint.importers import load
+    from tracelint.ranks.processes import split_processes
+    tl = load(TRACES / "nsys" / "nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite")
+    full = tl.ranges
+    parts = split_processes(tl)
+    assert len(parts) == 2
+    for pid, _, _, part in parts:
+        r = part.ranges
+        par = r["parent"].to_numpy()
+        assert ((par >= -1) & (par < len(r))).all()
+        mine = full[full["pid"] == pid].reset_index(drop=True)
+        fp = mine["parent"].to_numpy()
+        for i in range(len(r)):
+            if par[i] >= 0:     # the same parent range as in the unsplit table
+                assert (r["start"].iat[par[i]], r["name"].iat[par[i]]) == \
+                       (full["start"].iat[fp[i]], full["name"].iat[fp[i]])
