@@ -142,7 +142,6 @@ class JobGraph:
         dst = np.concatenate([e[1] for e in edges]).astype(np.int64)
         if nc:
             # every arrival before its call's end; whatever reads a member's end after the call
-            cid = np.arange(nc)
             msrc = np.concatenate(self.members)
             mcall = np.concatenate([np.full(len(mm), k) for k, mm in enumerate(self.members)])
             reads = (src >= 2 * nh) & (src < 2 * nh + ng)
@@ -150,7 +149,6 @@ class JobGraph:
             rd = grp >= 0
             src = np.concatenate([src, 2 * nh + msrc, 2 * nh + ng + grp[rd]])
             dst = np.concatenate([dst, 2 * nh + ng + mcall, dst[rd]])
-            del cid
         for _ in range(10_000):
             need = key[src] + 1
             bad = need > key[dst]
