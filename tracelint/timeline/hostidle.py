@@ -29,6 +29,7 @@ the trace has stacks: that is the line to change.
 """
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass, field
 
@@ -152,11 +153,7 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends, top: int = 5) -
         return out
     s, e = rows["start"], rows["end"]
     _, parent = nest(np.zeros(len(s), np.int64), s, e)
-    ov = intervals.overlap_each(s, e, ws, we)
-    child = np.zeros(len(s), np.int64)
-    has = parent >= 0
-    np.add.at(child, parent[has], ov[has])
-    excl = np.maximum(ov - child, 0)
+    excl = _exclusive(s, e, ws, we)
     cat, anchor, loc = _categorise(rows, parent)
     ms, me = intervals.merge(s, e)
     unrecorded = window - int(intervals.overlap_each(ws, we, ms, me).sum())
@@ -185,6 +182,38 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends, top: int = 5) -
     acts.sort(key=lambda a: (-a.ns, a.category, a.name))
     out.activities = acts[:top]
     return out
+
+
+def _exclusive(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """ns of the windows each row owns: every instant goes to the innermost row covering it
+    (the latest start; at equal starts the earlier end, then the later row). A sweep, so rows
+    that overlap without nesting (partial overlaps in real traces) are never counted twice and
+    the total never exceeds the windows."""
+    n = len(s)
+    owned = np.zeros(n, np.int64)
+    if n == 0:
+        return owned
+    order = np.lexsort((np.arange(n), s))
+    pts = np.unique(np.concatenate([s, e]))
+    seg_s, seg_e, seg_o = [], [], []
+    heap: list = []
+    k = 0
+    for j in range(len(pts) - 1):       # loop over boundaries: a heap of the open rows
+        t = pts[j]
+        while k < n and s[order[k]] <= t:
+            i = int(order[k])
+            heapq.heappush(heap, (-int(s[i]), int(e[i]), -i))
+            k += 1
+        while heap and heap[0][1] <= t:
+            heapq.heappop(heap)
+        if heap:
+            seg_s.append(t)
+            seg_e.append(pts[j + 1])
+            seg_o.append(-heap[0][2])
+    if seg_s:
+        cov = intervals.overlap_each(np.array(seg_s, np.int64), np.array(seg_e, np.int64), ws, we)
+        np.add.at(owned, np.array(seg_o, np.int64), cov)
+    return owned
 
 
 def _name_rows(rows: dict, cat: np.ndarray, anchor: np.ndarray) -> np.ndarray:
