@@ -164,11 +164,11 @@ class LaunchGap(Rule):
         host = gaps.host_activity(ctx, pid, gs, ge)
         thread = hostidle.launching_thread(ctx, device)
         hidle = hostidle.attribute(ctx, thread, gs, ge)
-        top = hidle.top()
-        named = (f"; host thread: {hidle.describe(top)}" if top is not None and top.ns >= opt.name_share * idle
-                 else "")
-        thread_txt = (f" The launching thread (pid {thread[0]}, tid {thread[1]}) in the idle time, by "
-                      f"exclusive time: {hidle.breakdown()}." if thread is not None and hidle.window_ns else "")
+        top_cat, top_ns, top = hidle.top_category()
+        named = f"; host thread: {hidle.headline()}" if top is not None and top_ns >= opt.name_share * idle else ""
+        largest = ", ".join(hidle.describe(a) for a in hidle.activities[:3])
+        thread_txt = (f" The launching thread (pid {thread[0]}, tid {thread[1]}) in the idle time, by exclusive "
+                      f"time: {hidle.breakdown()}; largest: {largest}." if thread is not None and hidle.window_ns else "")
         split = ", ".join(f"{CAUSE_TEXT[c]} {v / idle:.0%}" for c, v in
                           sorted(by_cause.items(), key=lambda kv: -kv[1]) if v > 0)
         blockers = [b for b in att["blocker"][att["blocked"] > 0] if b]
@@ -192,6 +192,7 @@ class LaunchGap(Rule):
             no_launch_share=Measure(round(by_cause["no_launch"] / idle, 4), "ratio"),
             unlinked_gaps=Measure(int((att["unlinked"] > 0).sum()), "count"),
             profiled_window_idle_share=Measure(round(prof_idle / max(hi - lo, 1), 4), "ratio"),
+            host_top_category_ns=Measure(top_ns, "ns"),
             host_top_activity_ns=Measure(int(top.ns) if top else 0, "ns"),
             host_unrecorded_share=Measure(round(hidle.unrecorded_ns / max(hidle.window_ns, 1), 4), "ratio"))
         names = d["name"].astype(str).to_numpy()

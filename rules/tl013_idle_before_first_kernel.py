@@ -67,8 +67,9 @@ class IdleBeforeFirstKernel(Rule):
     per iteration, share of the iteration), the host thread's time in it by activity and the
     top activity with its Python line; kernel: the first GPU activity that ends the idle in the
     worst iteration and the GPU time of that iteration; microarch: SM activity sampled in the
-    worst idle window (GPU metrics) — low confirms the idle. Projected saving: the named host
-    work removed inside those windows (moved off the launching thread), replayed
+    worst idle window (GPU metrics) — low confirms the idle. Projected saving: the host work of
+    the top activity category removed inside those windows (moved off the launching thread or
+    overlapped with GPU work), replayed
     (tracelint.whatif); none is stated when the idle is a blocking call (TL005 carries it), CUDA
     API calls, or nothing recorded.
     Fix: follows the named activity: DataLoader workers and pinned, non-blocking copies for
@@ -122,7 +123,7 @@ class IdleBeforeFirstKernel(Rule):
         shares = head[sig] / np.maximum(we[sig] - ws[sig], 1)
         thread = hostidle.launching_thread(ctx, device)
         hid = hostidle.attribute(ctx, thread, hs, he)
-        top = hid.top()
+        cat, cat_ns, top = hid.top_category()
         worst = int(np.argmax(head[sig]))
         k = int(sig[worst])
         if thread is not None and top is not None and top.start >= 0:
@@ -132,19 +133,21 @@ class IdleBeforeFirstKernel(Rule):
             where = Where(rank=tl.meta.rank, device=device, start_ns=int(hs[worst]), end_ns=int(he[worst]))
         warm = int(head[0]) if first[0] >= 0 else 0
         med = float(np.median(head[sig]))
-        top_share = top.ns / max(hid.window_ns, 1) if top else 0.0
+        top_share = cat_ns / max(hid.window_ns, 1)
         system = Evidence.measured(
             f"{len(sig)} of {n_steady} iterations after the first start with the GPU idle before their "
             f"first GPU activity: {idle / 1e6:.3f} ms in all, median {med / 1e6:.3f} ms "
             f"({float(np.median(shares)):.1%} of the iteration); the first iteration (warm-up, not "
             f"counted) {warm / 1e6:.3f} ms. The launching thread in that time, by exclusive time: "
-            f"{hid.breakdown() or 'nothing'}; top: {hid.describe(top) if top else 'none'}.",
+            f"{hid.breakdown() or 'nothing'}; largest: "
+            f"{', '.join(hid.describe(a) for a in hid.activities[:3]) or 'none'}.",
             idle_ns=Measure(idle, "ns"), iterations=Measure(len(sig), "count"),
             steady_iterations=Measure(n_steady, "count"),
             median_idle_ns=Measure(med, "ns"), median_idle_share=Measure(round(float(np.median(shares)), 4), "ratio"),
             warmup_idle_ns=Measure(warm, "ns"),
+            top_category_ns=Measure(cat_ns, "ns"),
             top_activity_ns=Measure(int(top.ns) if top else 0, "ns"),
-            top_activity_share=Measure(round(top_share, 4), "ratio"),
+            top_category_share=Measure(round(top_share, 4), "ratio"),
             unrecorded_share=Measure(round(hid.unrecorded_ns / max(hid.window_ns, 1), 4), "ratio"))
         act = tl.gpu_activity
         d = act[act["device"].to_numpy() == device]
@@ -160,36 +163,35 @@ class IdleBeforeFirstKernel(Rule):
         micro = ctx.microarch(device, int(hs[worst]), int(he[worst]), kernels=None,
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
         key = f"device{device}"
-        self._edits[(id(ctx), key)] = self._fix(tl, thread, hid, top, hs, he)
-        cat = top.category if top else "unrecorded"
+        self._edits[(id(ctx), key)] = self._fix(tl, thread, hid, cat, top, hs, he)
         return self.finding(
             ctx,
             message=(f"GPU {device} idles {med / 1e6:.2f} ms at the start of {len(sig)} of {n_steady} "
                      f"iterations ({float(np.median(shares)):.0%} of each) before its first kernel; host "
-                     f"thread: {hid.describe(top, per=len(sig)) if top else 'no host activity recorded'}"),
+                     f"thread: {hid.headline(per=len(sig)) or 'no host activity recorded'}"),
             impact_ns=idle, where=where, occurrences=int(len(sig)),
             windows=[(int(a), int(b)) for a, b in zip(hs, he)][:5],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"idle_ns": Measure(idle, "ns"), "median_idle_ns": Measure(med, "ns"),
-                     "top_activity_share": Measure(round(top_share, 4), "ratio")},
+                     "top_category_share": Measure(round(top_share, 4), "ratio")},
             fix=FIX_BY_ACTIVITY.get(cat, FIX_DEFAULT), key=key)
 
     @staticmethod
-    def _fix(tl, thread, hid, top, hs, he):
-        """(edits, why): remove the named host work inside the idle windows (RemoveHostTime)."""
-        if top is None or top.category == "unrecorded":
+    def _fix(tl, thread, hid, cat, top, hs, he):
+        """(edits, why): remove the host work of the top activity category inside the idle
+        windows (RemoveHostTime over the ranges that name it)."""
+        if top is None or cat == "unrecorded":
             return None, "nothing is recorded on the launching thread in the idle time: no host work to remove"
-        if top.category == "sync":
+        if cat == "sync":
             return None, f"the host is blocked in `{top.name}`: removing the sync is TL005's fix and saving"
-        if top.category not in REMOVABLE:
-            return None, f"the idle is spent in `{top.name}` calls, whose cost the replay keeps"
+        if cat not in REMOVABLE:
+            return None, f"the idle is spent in CUDA/HIP API calls (`{top.name}`), whose cost the replay keeps"
         a = tl.api_calls
         rows = np.flatnonzero((a["pid"].to_numpy() == thread[0]) & (a["tid"].to_numpy() == thread[1])) \
             if thread is not None and len(a) else np.zeros(0, np.int64)
         if len(rows) == 0:
             return None, "the launching thread has no API call in the trace to anchor the replay's edit"
-        rs, re_ = hid.anchors[(top.category, top.name)]
-        cs, ce = clip_to(rs, re_, hs, he)
+        cs, ce = clip_to(*hid.anchors_of(cat), hs, he)
         if len(cs) == 0:
             return None, "the named work does not overlap the idle windows"
         return [RemoveHostTime(int(rows[0]), tuple(int(x) for x in cs), tuple(int(x) for x in ce))], ""

@@ -29,13 +29,14 @@ CATEGORY = {"aten::stack": "data_loading", NEXT: "data_loading",
             "torch/utils/data/dataloader.py(733): __next__": "data_loading",
             "train.py(42): train": "python", "train.py(44): train": "python",
             "train.py(50): log_metrics": "python", "<built-in function print>": "logging",
+            "torch/nn/modules/module.py(1743): _call_impl": "python",
             "Python GC": "gc", "cudaLaunchKernel": "cuda_api", "cudaStreamSynchronize": "sync"}
 
 
 def _trace() -> tuple[TraceBuilder, list[tuple[int, int, str]]]:
     """Each iteration: 100 µs unrecorded, the DataLoader (400 µs aten::stack + 200 µs of Python
-    in dataloader.py), 300 µs of garbage collection and a 120 µs logging frame with a 100 µs
-    print inside, all before its first kernel; then 8 kernels and a sync. Returns the builder
+    in dataloader.py), 300 µs of garbage collection and a 170 µs logging frame with a 100 µs
+    print and 50 µs of library Python inside, all before its first kernel; then 8 kernels and a sync. Returns the builder
     and the events to add to the Kineto file (GC and print: the builder cannot write them)."""
     b, extra = TraceBuilder(), []
     for s in range(STEPS):
@@ -51,6 +52,8 @@ def _trace() -> tuple[TraceBuilder, list[tuple[int, int, str]]]:
             with b.python("train.py", 50, "log_metrics"):
                 extra.append((b.cursor + 10_000, b.cursor + 110_000, "<built-in function print>"))
                 b.cpu(120_000)
+                with b.python("torch/nn/modules/module.py", 1743, "_call_impl"):
+                    b.cpu(50_000)
             tl013._gpu(b)
             b.sync("cudaStreamSynchronize")
     return b, extra
@@ -127,6 +130,10 @@ def test_kineto_exclusive_time_by_activity(tmp_path):
     assert (top.file, top.line) == ("train.py", 42)
     names = {(a.category, a.name) for a in got.activities}
     assert ("gc", "Python GC") in names and ("logging", "<built-in function print>") in names
+    # library Python counts for the user function that called it: log_metrics' own 20 µs
+    # (120 µs less the 100 µs print) plus the 50 µs in module.py, per iteration
+    (log,) = [a for a in got.activities if a.name == "log_metrics (train.py:50)"]
+    assert (log.category, log.ns) == ("python", 3 * (20_000 + 50_000))
 
 
 def test_nsys_nvtx_ranges_and_api_calls(tmp_path):
@@ -168,3 +175,15 @@ def test_tl001_names_the_activity_with_its_line(tmp_path):
     facts = f.evidence[Layer.SYSTEM].facts
     assert facts["host_unrecorded_share"].value < 0.2
     assert "Python garbage collection" in f.evidence[Layer.SYSTEM].summary
+
+
+def test_headline_names_the_category_when_its_time_is_spread():
+    """Spread over many ops, the message leads with the category and names its largest op."""
+    h = hostidle.HostIdle(1, 1, 1_000_000, by_category={"cpu_op": 600_000, "python": 300_000,
+                                                        "unrecorded": 100_000},
+                          activities=[hostidle.Activity("python", "f (a.py:3)", 300_000, "a.py", 3, "f"),
+                                      hostidle.Activity("cpu_op", "aten::addmm", 200_000, "m.py", 9, "g"),
+                                      hostidle.Activity("cpu_op", "aten::relu", 150_000)])
+    assert h.headline() == "CPU ops (0.60 ms, 60%), most in `aten::addmm` (0.20 ms, 20%) at m.py:9"
+    h.by_category = {"python": 300_000, "unrecorded": 100_000}
+    assert h.headline(per=3) == "Python code `f (a.py:3)` (0.10 ms per iteration, 30%)"   # names its line

@@ -54,6 +54,7 @@ def test_fires_with_raw_idle_and_names_the_loader(fmt, tmp_path):
     assert f"({sc.LOAD_NS / 1e6:.2f} ms per iteration" in f.message
     facts = f.evidence[Layer.SYSTEM].facts
     assert facts["top_activity_ns"].value == (sc.STEPS - 1) * sc.LOAD_NS     # the planted loads
+    assert facts["top_category_ns"].value == (sc.STEPS - 1) * sc.LOAD_NS
     if fmt == "kineto":
         assert (f.where.file, f.where.line) == ("train.py", 42)
     assert "num_workers" in f.fix

@@ -21,7 +21,8 @@ Each row gets an activity category, from its name (and for Python frames its fil
 * *sync*: a host call that blocks until the device finishes (classify.blocks_host), always
   itself, even inside a context;
 * otherwise the row's own kind: *cpu_op* (framework ops, `aten::...`), *python* (a Python
-  function), *annotation* (an NVTX or record_function range's own time), *cuda_api* (any other
+  function; library frames count for the innermost user function that called them),
+  *annotation* (an NVTX or record_function range's own time), *cuda_api* (any other
   runtime or driver call: launches, allocation, module loading).
 
 Each activity carries the innermost user Python frame around it (file, line, function), when
@@ -84,7 +85,7 @@ class HostIdle:
     tid: int | None
     window_ns: int
     by_category: dict = field(default_factory=dict)     # category -> ns (unrecorded included)
-    activities: list = field(default_factory=list)      # Activity, largest first (unrecorded too)
+    activities: list = field(default_factory=list)      # every Activity, largest first (unrecorded too)
     anchors: dict = field(default_factory=dict)         # (category, name) -> (starts, ends) of its ranges
 
     @property
@@ -94,17 +95,50 @@ class HostIdle:
     def top(self) -> Activity | None:
         return self.activities[0] if self.activities else None
 
+    def top_category(self) -> tuple[str, int, Activity | None]:
+        """(category, ns, its largest activity) of the category with the most time."""
+        if not self.by_category:
+            return "unrecorded", 0, None
+        cat = min(self.by_category, key=lambda c: (-self.by_category[c], c))
+        act = next((a for a in self.activities if a.category == cat), None)
+        return cat, int(self.by_category[cat]), act
+
+    def headline(self, per: int = 1) -> str:
+        """The category with the most time and its largest activity: the activity alone when it
+        is (nearly) all of the category, else `CPU ops (2.10 ms, 52%), most in `aten::addmm`
+        (0.55 ms, 13%) at file:line`."""
+        cat, ns, a = self.top_category()
+        if a is None:
+            return ""
+        if cat == "unrecorded" or a.ns >= 0.9 * ns:
+            return self.describe(a, per)
+        return f"{LABEL[cat]} ({self._amount(ns, per)}), most in {self._named(a, per)}"
+
+    def anchors_of(self, category: str) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end of every range that names an activity of the category."""
+        parts = [v for (c, _), v in self.anchors.items() if c == category]
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return (np.concatenate([p[0] for p in parts]).astype(np.int64),
+                np.concatenate([p[1] for p in parts]).astype(np.int64))
+
     def describe(self, a: Activity | None = None, per: int = 1) -> str:
         """`name` (1.90 ms, 83%) at file:line — the activity's time (divided by `per`, e.g. per
         iteration) and its share of the windows."""
         a = a or self.top()
         if a is None:
             return ""
-        share = a.ns / self.window_ns if self.window_ns else 0.0
-        ms = f"{a.ns / max(per, 1) / 1e6:.2f} ms{' per iteration' if per > 1 else ''}"
         if a.category == "unrecorded":
-            return f"no host activity recorded ({ms}, {share:.0%})"
-        return f"{LABEL[a.category]} `{_short(a.name)}` ({ms}, {share:.0%}){a.at}"
+            return f"no host activity recorded ({self._amount(a.ns, per)})"
+        return f"{LABEL[a.category]} {self._named(a, per)}"
+
+    def _amount(self, ns: int, per: int) -> str:
+        share = ns / self.window_ns if self.window_ns else 0.0
+        return f"{ns / max(per, 1) / 1e6:.2f} ms{' per iteration' if per > 1 else ''}, {share:.0%}"
+
+    def _named(self, a: Activity, per: int) -> str:
+        at = "" if a.at and a.at[4:] in a.name else a.at     # a Python function names its line
+        return f"`{_short(a.name)}` ({self._amount(a.ns, per)}){at}"
 
     def breakdown(self) -> str:
         cats = sorted(((c, v) for c, v in self.by_category.items() if v >= 0.005 * self.window_ns and v > 0),
@@ -137,7 +171,7 @@ def launching_thread(ctx, device: int) -> tuple[int, int] | None:
     return None
 
 
-def attribute(ctx, thread: tuple[int, int] | None, starts, ends, top: int = 5) -> HostIdle:
+def attribute(ctx, thread: tuple[int, int] | None, starts, ends) -> HostIdle:
     """Attribute the time of windows [starts, ends) on one host thread to activities."""
     ws, we = intervals.merge(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
     window = int((we - ws).sum())
@@ -180,7 +214,7 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends, top: int = 5) -
     if unrecorded > 0:
         acts.append(Activity("unrecorded", "", unrecorded))
     acts.sort(key=lambda a: (-a.ns, a.category, a.name))
-    out.activities = acts[:top]
+    out.activities = acts
     return out
 
 
@@ -313,4 +347,9 @@ def _categorise(rows: dict, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray,
         cat[i[inherit]] = pc[inherit]
         anchor[i[inherit]] = anchor[p[inherit]]
         loc[i] = np.where(user[i], i, loc[p])
+    # library Python (torch/nn/modules/module.py _call_impl, ...) counts for the user function
+    # that called it: Python time is named by the user's own functions
+    lib = (rows["src"] == 0) & ~user & (cat == "python") & (loc >= 0)
+    lib &= cat[np.maximum(loc, 0)] == "python"
+    anchor[lib] = loc[lib]
     return cat, anchor, loc
