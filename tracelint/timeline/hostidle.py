@@ -327,10 +327,11 @@ def _categorise(rows: dict, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     """Per row: effective category, anchor row (the range that names the activity) and the
     innermost user Python frame around it (-1: none), top-down over the nesting."""
     n = len(parent)
-    own = np.array([own_category(int(sr), str(nm), str(fl), str(k)) for sr, nm, fl, k in
-                    zip(rows["src"], rows["name"], rows["file"], rows["kind"])], dtype=object)
-    user = (rows["src"] == 0) & (rows["line"] >= 0) & np.array(
-        [not classify.LIBRARY_CODE.search(str(x)) for x in rows["file"]], dtype=bool)
+    memo: dict = {}         # names repeat: each distinct one is classified once
+    own = np.array([memo[key] if key in memo else memo.setdefault(key, own_category(*key)) for key in
+                    zip(rows["src"].tolist(), rows["name"], rows["file"], rows["kind"])], dtype=object)
+    files = {f: not classify.LIBRARY_CODE.search(str(f)) for f in set(rows["file"].tolist())}
+    user = (rows["src"] == 0) & (rows["line"] >= 0) & np.array([files[f] for f in rows["file"]], dtype=bool)
     depth = np.zeros(n, np.int64)
     order = np.argsort(rows["start"], kind="stable")
     for i in order:             # parents start no later than their children
