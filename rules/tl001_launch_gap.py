@@ -85,9 +85,10 @@ class LaunchGap(Rule):
     waits, and end-to-end time is set by the CPU, not the GPU.
     Evidence: system: idle time in gaps, their count and median, the share of the window, the
     split by cause, the host activity in the idle time (innermost CPU ops and Python functions,
-    and the launching thread's time by activity, exclusive) and the idle share of the whole
-    profiled window; kernel: the activities on either side of the largest gap; microarch: SM activity
-    sampled inside the largest gap (GPU metrics) — low SM activity confirms the idle time.
+    and the launching thread's time by activity, exclusive; the other host threads busy in it)
+    and the idle share of the whole profiled window; kernel: the activities on either side of
+    the largest gap; microarch: SM activity sampled inside the largest gap (GPU metrics) — low
+    SM activity confirms the idle time.
     Fix: follows the measured cause: for a late host, CUDA graphs or torch.compile
     (mode="reduce-overhead"), fused kernels and data loading in worker processes; for a blocked
     host, remove the synchronous call or copy (see TL005); for a cross-stream wait, start the
@@ -167,8 +168,10 @@ class LaunchGap(Rule):
         top_cat, top_ns, top = hidle.top_category()
         named = f"; host thread: {hidle.headline()}" if top is not None and top_ns >= opt.name_share * idle else ""
         largest = ", ".join(hidle.describe(a) for a in hidle.activities[:3])
+        others = hostidle.other_threads(ctx, thread, gs, ge)
         thread_txt = (f" The launching thread (pid {thread[0]}, tid {thread[1]}) in the idle time, by exclusive "
                       f"time: {hidle.breakdown()}; largest: {largest}." if thread is not None and hidle.window_ns else "")
+        thread_txt += hostidle.others_text(others, hidle.window_ns)
         split = ", ".join(f"{CAUSE_TEXT[c]} {v / idle:.0%}" for c, v in
                           sorted(by_cause.items(), key=lambda kv: -kv[1]) if v > 0)
         blockers = [b for b in att["blocker"][att["blocked"] > 0] if b]
@@ -194,7 +197,8 @@ class LaunchGap(Rule):
             profiled_window_idle_share=Measure(round(prof_idle / max(hi - lo, 1), 4), "ratio"),
             host_top_category_ns=Measure(top_ns, "ns"),
             host_top_activity_ns=Measure(int(top.ns) if top else 0, "ns"),
-            host_unrecorded_share=Measure(round(hidle.unrecorded_ns / max(hidle.window_ns, 1), 4), "ratio"))
+            host_unrecorded_share=Measure(round(hidle.unrecorded_ns / max(hidle.window_ns, 1), 4), "ratio"),
+            other_thread_busy_ns=Measure(others[0][1] if others else 0, "ns"))
         names = d["name"].astype(str).to_numpy()
         prev = np.flatnonzero(d["end"].to_numpy() == gs[i0])
         prev_txt = f"`{names[prev[-1]]}`" if len(prev) else "the iteration start"

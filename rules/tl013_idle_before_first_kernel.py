@@ -65,7 +65,7 @@ class IdleBeforeFirstKernel(Rule):
     the GPU's speed does not matter for that part of the step.
     Evidence: system: the iterations counted, the idle before the first kernel (total, median
     per iteration, share of the iteration), the host thread's time in it by activity and the
-    top activity with its Python line; kernel: the first GPU activity that ends the idle in the
+    top activity with its Python line, and the other host threads busy in it; kernel: the first GPU activity that ends the idle in the
     worst iteration and the GPU time of that iteration; microarch: SM activity sampled in the
     worst idle window (GPU metrics) — low confirms the idle. Projected saving: the host work of
     the top activity category removed inside those windows (moved off the launching thread or
@@ -124,6 +124,7 @@ class IdleBeforeFirstKernel(Rule):
         thread = hostidle.launching_thread(ctx, device)
         hid = hostidle.attribute(ctx, thread, hs, he)
         cat, cat_ns, top = hid.top_category()
+        others = hostidle.other_threads(ctx, thread, hs, he)
         worst = int(np.argmax(head[sig]))
         k = int(sig[worst])
         if thread is not None and top is not None and top.start >= 0:
@@ -140,7 +141,7 @@ class IdleBeforeFirstKernel(Rule):
             f"({float(np.median(shares)):.1%} of the iteration); the first iteration (warm-up, not "
             f"counted) {warm / 1e6:.3f} ms. The launching thread in that time, by exclusive time: "
             f"{hid.breakdown() or 'nothing'}; largest: "
-            f"{', '.join(hid.describe(a) for a in hid.activities[:3]) or 'none'}.",
+            f"{', '.join(hid.describe(a) for a in hid.activities[:3]) or 'none'}.{hostidle.others_text(others, idle)}",
             idle_ns=Measure(idle, "ns"), iterations=Measure(len(sig), "count"),
             steady_iterations=Measure(n_steady, "count"),
             median_idle_ns=Measure(med, "ns"), median_idle_share=Measure(round(float(np.median(shares)), 4), "ratio"),
@@ -148,7 +149,8 @@ class IdleBeforeFirstKernel(Rule):
             top_category_ns=Measure(cat_ns, "ns"),
             top_activity_ns=Measure(int(top.ns) if top else 0, "ns"),
             top_category_share=Measure(round(top_share, 4), "ratio"),
-            unrecorded_share=Measure(round(hid.unrecorded_ns / max(hid.window_ns, 1), 4), "ratio"))
+            unrecorded_share=Measure(round(hid.unrecorded_ns / max(hid.window_ns, 1), 4), "ratio"),
+            other_thread_busy_ns=Measure(others[0][1] if others else 0, "ns"))
         act = tl.gpu_activity
         d = act[act["device"].to_numpy() == device]
         p = int(np.searchsorted(d["start"].to_numpy(), first[k], side="left"))

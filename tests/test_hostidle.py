@@ -187,3 +187,25 @@ def test_headline_names_the_category_when_its_time_is_spread():
     assert h.headline() == "CPU ops (0.60 ms, 60%), most in `aten::addmm` (0.20 ms, 20%) at m.py:9"
     h.by_category = {"python": 300_000, "unrecorded": 100_000}
     assert h.headline(per=3) == "Python code `f (a.py:3)` (0.10 ms per iteration, 30%)"   # names its line
+
+
+def test_other_threads_busy_in_the_windows(tmp_path):
+    """A second thread (a pin-memory thread) records 200 µs of work inside each window: it is
+    listed apart with that time, named by its own activity; the launching thread is unchanged."""
+    path, d = _kineto(tmp_path)
+    ev = [e for e in d["traceEvents"] if e.get("ph") == "X"]
+    steps = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ev
+             if e["name"].startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"]
+    win = _windows(steps, [_ns(e["ts"]) for e in ev if e.get("cat") == "kernel"])
+    pid, tid = ev[0]["pid"], 4242
+    for lo, _ in win:
+        d["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "aten::pin_memory", "pid": pid,
+                                 "tid": tid, "ts": (lo + 50_000) / 1000, "dur": 200.0, "args": {}})
+    with gzip.open(path, "wt") as f:
+        json.dump(d, f)
+    ctx = Context(load(path))
+    thread = hostidle.launching_thread(ctx, 0)
+    assert thread[1] != tid
+    (other,) = hostidle.other_threads(ctx, thread, [w[0] for w in win], [w[1] for w in win])
+    assert other[0] == (pid, tid) and other[1] == len(win) * 200_000
+    assert other[2].headline(recorded=True) == f"CPU ops `aten::pin_memory` (0.60 ms, {0.6e6 / sum(e - s for s, e in win):.0%})"

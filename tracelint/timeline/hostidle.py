@@ -95,19 +95,21 @@ class HostIdle:
     def top(self) -> Activity | None:
         return self.activities[0] if self.activities else None
 
-    def top_category(self) -> tuple[str, int, Activity | None]:
-        """(category, ns, its largest activity) of the category with the most time."""
-        if not self.by_category:
+    def top_category(self, recorded: bool = False) -> tuple[str, int, Activity | None]:
+        """(category, ns, its largest activity) of the category with the most time (recorded:
+        leaving out the unrecorded time, e.g. for a thread that is mostly idle)."""
+        cats = {c: v for c, v in self.by_category.items() if not (recorded and c == "unrecorded")}
+        if not cats:
             return "unrecorded", 0, None
-        cat = min(self.by_category, key=lambda c: (-self.by_category[c], c))
+        cat = min(cats, key=lambda c: (-cats[c], c))
         act = next((a for a in self.activities if a.category == cat), None)
         return cat, int(self.by_category[cat]), act
 
-    def headline(self, per: int = 1) -> str:
+    def headline(self, per: int = 1, recorded: bool = False) -> str:
         """The category with the most time and its largest activity: the activity alone when it
         is (nearly) all of the category, else `CPU ops (2.10 ms, 52%), most in `aten::addmm`
         (0.55 ms, 13%) at file:line`."""
-        cat, ns, a = self.top_category()
+        cat, ns, a = self.top_category(recorded)
         if a is None:
             return ""
         if cat == "unrecorded" or a.ns >= 0.9 * ns:
@@ -216,6 +218,38 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends) -> HostIdle:
     acts.sort(key=lambda a: (-a.ns, a.category, a.name))
     out.activities = acts
     return out
+
+
+def other_threads(ctx, thread: tuple[int, int] | None, starts, ends, top: int = 3) -> list[tuple[tuple[int, int], int, "HostIdle"]]:
+    """The other host threads that recorded work in the windows: ((pid, tid), ns covered by
+    their recorded intervals, their own attribution), busiest first, at most `top`."""
+    tl = ctx.tl
+    ws, we = intervals.merge(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+    parts = [tl.table(t)[["pid", "tid", "start", "end"]] for t in ("api_calls", "ranges", "python_frames")
+             if len(tl.table(t))]
+    if not parts or len(ws) == 0:
+        return []
+    allr = pd.concat(parts, ignore_index=True)
+    allr = allr[(allr["end"].to_numpy() > ws[0]) & (allr["start"].to_numpy() < we[-1])]
+    if thread is not None:
+        allr = allr[~((allr["pid"] == thread[0]) & (allr["tid"] == thread[1]))]
+    out = []
+    for (pid, tid), g in allr.groupby(["pid", "tid"], sort=True):   # loop over threads (few)
+        ms, me = intervals.merge(g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64))
+        ns = int(intervals.overlap_each(ws, we, ms, me).sum())
+        if ns > 0:
+            out.append(((int(pid), int(tid)), ns))
+    out.sort(key=lambda x: (-x[1], x[0]))
+    return [(t, ns, attribute(ctx, t, ws, we)) for t, ns in out[:top]]
+
+
+def others_text(others: list, window_ns: int) -> str:
+    """' Other host threads in that time: tid 12 1.20 ms (40%), mostly ...' or ''."""
+    if not others:
+        return ""
+    parts = [f"pid {t[0]} tid {t[1]} busy {ns / 1e6:.2f} ms ({ns / max(window_ns, 1):.0%}), mostly {h.headline(recorded=True)}"
+             for t, ns, h in others]
+    return " Other host threads in that time: " + "; ".join(parts) + "."
 
 
 def _exclusive(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
