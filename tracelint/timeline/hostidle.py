@@ -163,8 +163,9 @@ def launching_thread(ctx, device: int) -> tuple[int, int] | None:
     li = li[li >= 0]
     a = tl.api_calls
     if len(li):
-        key = pd.Series(list(zip(a["pid"].to_numpy()[li], a["tid"].to_numpy()[li])))
-        pid, tid = key.value_counts().index[0]
+        pairs, counts = np.unique(np.stack([a["pid"].to_numpy()[li], a["tid"].to_numpy()[li]], axis=1),
+                                  axis=0, return_counts=True)
+        pid, tid = pairs[int(np.argmax(counts))]
         return int(pid), int(tid)
     r = tl.ranges
     st = r[r["kind"].astype(str) == "step"] if len(r) else r
