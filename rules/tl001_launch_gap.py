@@ -166,7 +166,10 @@ class LaunchGap(Rule):
         thread = hostidle.launching_thread(ctx, device)
         hidle = hostidle.attribute(ctx, thread, gs, ge)
         top_cat, top_ns, top = hidle.top_category()
-        named = f"; host thread: {hidle.headline()}" if top is not None and top_ns >= opt.name_share * idle else ""
+        site = (ctx.where_for_host(thread[0], thread[1], top.start).source_text()
+                if thread is not None and top is not None and top.start >= 0 else None)
+        named = (f"; host thread: {hidle.headline(site=site)}" if top is not None and top_ns >= opt.name_share * idle
+                 else "")
         largest = ", ".join(hidle.describe(a) for a in hidle.activities[:3])
         others = hostidle.other_threads(ctx, thread, gs, ge)
         thread_txt = (f" The launching thread (pid {thread[0]}, tid {thread[1]}) in the idle time, by exclusive "

@@ -127,9 +127,11 @@ class IdleBeforeFirstKernel(Rule):
         others = hostidle.other_threads(ctx, thread, hs, he)
         worst = int(np.argmax(head[sig]))
         k = int(sig[worst])
+        site = None
         if thread is not None and top is not None and top.start >= 0:
-            where = ctx.where_for_host(thread[0], thread[1], max(top.start, int(hs[worst])),
+            where = ctx.where_for_host(thread[0], thread[1], top.start,
                                        device=device, start_ns=int(hs[worst]), end_ns=int(he[worst]))
+            site = where.source_text()
         else:
             where = Where(rank=tl.meta.rank, device=device, start_ns=int(hs[worst]), end_ns=int(he[worst]))
         warm = int(head[0]) if first[0] >= 0 else 0
@@ -170,7 +172,7 @@ class IdleBeforeFirstKernel(Rule):
             ctx,
             message=(f"GPU {device} idles {med / 1e6:.2f} ms at the start of {len(sig)} of {n_steady} "
                      f"iterations ({float(np.median(shares)):.0%} of each) before its first kernel; host "
-                     f"thread: {hid.headline(per=len(sig)) or 'no host activity recorded'}"),
+                     f"thread: {hid.headline(per=len(sig), site=site) or 'no host activity recorded'}"),
             impact_ns=idle, where=where, occurrences=int(len(sig)),
             windows=[(int(a), int(b)) for a, b in zip(hs, he)][:5],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},

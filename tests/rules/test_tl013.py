@@ -120,5 +120,5 @@ def test_gc_at_iteration_start_is_named(tmp_path):
         json.dump(d, fh)
     (f,) = _lint(path).findings
     assert "Python garbage collection `Python GC` (0.80 ms per iteration" in f.message
-    assert "at train.py:30" in f.message and "gc.freeze()" in f.fix
+    assert "in `train()`, defined at train.py:30" in f.message and "gc.freeze()" in f.fix
     assert f.saving_ns is not None and f.saving_ns > 0

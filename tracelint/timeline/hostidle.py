@@ -105,7 +105,7 @@ class HostIdle:
         act = next((a for a in self.activities if a.category == cat), None)
         return cat, int(self.by_category[cat]), act
 
-    def headline(self, per: int = 1, recorded: bool = False) -> str:
+    def headline(self, per: int = 1, recorded: bool = False, site: str | None = None) -> str:
         """The category with the most time and its largest activity: the activity alone when it
         is (nearly) all of the category, else `CPU ops (2.10 ms, 52%), most in `aten::addmm`
         (0.55 ms, 13%) at file:line`."""
@@ -113,8 +113,8 @@ class HostIdle:
         if a is None:
             return ""
         if cat == "unrecorded" or a.ns >= 0.9 * ns:
-            return self.describe(a, per)
-        return f"{LABEL[cat]} ({self._amount(ns, per)}), most in {self._named(a, per)}"
+            return self.describe(a, per, site)
+        return f"{LABEL[cat]} ({self._amount(ns, per)}), most in {self._named(a, per, site)}"
 
     def anchors_of(self, category: str) -> tuple[np.ndarray, np.ndarray]:
         """Start and end of every range that names an activity of the category."""
@@ -124,22 +124,26 @@ class HostIdle:
         return (np.concatenate([p[0] for p in parts]).astype(np.int64),
                 np.concatenate([p[1] for p in parts]).astype(np.int64))
 
-    def describe(self, a: Activity | None = None, per: int = 1) -> str:
+    def describe(self, a: Activity | None = None, per: int = 1, site: str | None = None) -> str:
         """`name` (1.90 ms, 83%) at file:line — the activity's time (divided by `per`, e.g. per
-        iteration) and its share of the windows."""
+        iteration) and its share of the windows. site: the caller's wording of the source
+        location instead of the frame's raw file:line (torch.profiler names a frame by the line
+        that defines it; engine.location says which kind of line it is)."""
         a = a or self.top()
         if a is None:
             return ""
         if a.category == "unrecorded":
             return f"no host activity recorded ({self._amount(a.ns, per)})"
-        return f"{LABEL[a.category]} {self._named(a, per)}"
+        return f"{LABEL[a.category]} {self._named(a, per, site)}"
 
     def _amount(self, ns: int, per: int) -> str:
         share = ns / self.window_ns if self.window_ns else 0.0
         return f"{ns / max(per, 1) / 1e6:.2f} ms{' per iteration' if per > 1 else ''}, {share:.0%}"
 
-    def _named(self, a: Activity, per: int) -> str:
+    def _named(self, a: Activity, per: int, site: str | None = None) -> str:
         at = "" if a.at and a.at[4:] in a.name else a.at     # a Python function names its line
+        if site is not None:
+            at = f" {site}" if site else ""
         return f"`{_short(a.name)}` ({self._amount(a.ns, per)}){at}"
 
     def breakdown(self) -> str:
