@@ -71,7 +71,9 @@ class IdleBeforeFirstKernel(Rule):
     the top activity category removed inside those windows (moved off the launching thread or
     overlapped with GPU work), replayed
     (tracelint.whatif); none is stated when the idle is a blocking call (TL005 carries it), CUDA
-    API calls, or nothing recorded.
+    API calls, or nothing recorded, or when other host threads (the autograd engine's backward
+    thread) also launch the device's work: the replay does not model their wait on the
+    launching thread, so it would move one thread and not the other.
     Fix: follows the named activity: DataLoader workers and pinned, non-blocking copies for
     data loading; compile before the loop; gc.freeze()/gc.disable() for garbage collection;
     log every N steps; otherwise issue the GPU work first and overlap the host work with it.
@@ -167,7 +169,7 @@ class IdleBeforeFirstKernel(Rule):
         micro = ctx.microarch(device, int(hs[worst]), int(he[worst]), kernels=None,
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
         key = f"device{device}"
-        self._edits[(id(ctx), key)] = self._fix(tl, thread, hid, cat, top, hs, he)
+        self._edits[(id(ctx), key)] = self._fix(tl, thread, hid, cat, top, hs, he, _other_launchers(ctx, device, thread))
         return self.finding(
             ctx,
             message=(f"GPU {device} idles {med / 1e6:.2f} ms at the start of {len(sig)} of {n_steady} "
@@ -181,9 +183,14 @@ class IdleBeforeFirstKernel(Rule):
             fix=FIX_BY_ACTIVITY.get(cat, FIX_DEFAULT), key=key)
 
     @staticmethod
-    def _fix(tl, thread, hid, cat, top, hs, he):
+    def _fix(tl, thread, hid, cat, top, hs, he, other_launches=0):
         """(edits, why): remove the host work of the top activity category inside the idle
         windows (RemoveHostTime over the ranges that name it)."""
+        if other_launches:
+            return None, (f"{other_launches} of the device's launches come from other host threads (e.g. the "
+                          "autograd engine's backward thread), which wait on this thread in ways the replay "
+                          "does not model: moving this thread's work would not move theirs, so no saving "
+                          "can be established")
         if top is None or cat == "unrecorded":
             return None, "nothing is recorded on the launching thread in the idle time: no host work to remove"
         if cat == "sync":
@@ -199,6 +206,17 @@ class IdleBeforeFirstKernel(Rule):
         if len(cs) == 0:
             return None, "the named work does not overlap the idle windows"
         return [RemoveHostTime(int(rows[0]), tuple(int(x) for x in cs), tuple(int(x) for x in ce))], ""
+
+
+def _other_launchers(ctx, device, thread) -> int:
+    """Launches of the device's work made by host threads other than `thread`."""
+    act = ctx.tl.gpu_activity
+    li = ctx.activity_launch[act["device"].to_numpy() == device]
+    li = li[li >= 0]
+    if thread is None or len(li) == 0:
+        return 0
+    a = ctx.tl.api_calls
+    return int(((a["pid"].to_numpy()[li] != thread[0]) | (a["tid"].to_numpy()[li] != thread[1])).sum())
 
 
 def head_idle(bs, be, ws, we) -> tuple[np.ndarray, np.ndarray]:

@@ -122,3 +122,20 @@ def test_gc_at_iteration_start_is_named(tmp_path):
     assert "Python garbage collection `Python GC` (0.80 ms per iteration" in f.message
     assert "in `train()`, defined at train.py:30" in f.message and "gc.freeze()" in f.fix
     assert f.saving_ns is not None and f.saving_ns > 0
+
+
+def test_launches_from_another_thread_state_no_saving(tmp_path):
+    """Half of each iteration's kernels launched from a second host thread (as the autograd
+    engine's backward thread does): the replay cannot move that thread with this one, so no
+    saving is stated, and the finding itself is unchanged."""
+    path = _write(sc.load_first(), "kineto", tmp_path)
+    d = json.load(gzip.open(path))
+    launches = sorted((e for e in d["traceEvents"] if e.get("name") == "cudaLaunchKernel"), key=lambda e: e["ts"])
+    for i, e in enumerate(launches):
+        if i % 8 >= 4:
+            e["tid"] = e["tid"] + 1
+    with gzip.open(path, "wt") as fh:
+        json.dump(d, fh)
+    (f,) = _lint(path).findings
+    assert f.impact_ns == sum(_raw_head_idle(path, "kineto"))
+    assert f.saving_ns is None and "other host threads" in f.saving_note
