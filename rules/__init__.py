@@ -23,6 +23,7 @@ TABLE: tuple[tuple[str, str], ...] = (
     ("tl010_readback_in_loop", "ReadbackInLoop"),
     ("tl011_fp32_gemm", "Fp32Gemm"),
     ("tl012_device_copy", "DeviceCopy"),
+    ("tl013_idle_before_first_kernel", "IdleBeforeFirstKernel"),
     ("tl020_gemm_efficiency", "GemmEfficiency"),
     ("tl021_old_arch_kernel", "OldArchKernel"),
     ("tl022_memory_bound_dominant", "MemoryBoundDominant"),

@@ -7,7 +7,7 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import gaps, intervals
+from tracelint.timeline import gaps, hostidle, intervals
 
 
 
@@ -18,6 +18,7 @@ class Options:
     top: int = option(5, "How many of the largest gaps to list as windows.")
     min_activities: int = option(8, "A device with fewer GPU activities than this shows no steady state: its gaps are reported as warm-up (info).")
     first_call_share: float = option(0.5, "A gap in which module loading or allocation calls take at least this share is a first-call cost (warm-up).")
+    name_share: float = option(0.1, "Name the launching thread's top host activity in the message when it fills at least this share of the idle time.")
 
 
 CAUSE_TEXT = {
@@ -69,17 +70,25 @@ class LaunchGap(Rule):
     active window. Each gap is attributed from what the host threads and streams did in it
     (tracelint.timeline.gaps): the next launch was issued late, the launching thread was
     blocked in a synchronous call (a sync, or any blocking copy), the stream waited on another
-    stream's event, the work sat queued, or nothing was launched at all; the host work in the
-    idle time (innermost CPU ops, user Python functions) is named. Warm-up is reported apart, as
+    stream's event, the work sat queued, or nothing was launched at all. What the launching host
+    thread did in the idle time is named by exclusive time (tracelint.timeline.hostidle): data
+    loading, compilation, garbage collection, logging, a blocking call, CPU ops, Python
+    functions, or no host activity recorded, with the user's Python line where the trace has
+    stacks. The idle before the first kernel of each iteration is part of this rule's measured
+    idle (its impact); TL013 names that part apart and owns its fix: TL001 states no fix edit,
+    so the projected saving of all fixes together (saving_all_ns) counts it once, through
+    TL013's replayed edit. Warm-up is reported apart, as
     info: the first iteration, gaps spent mostly in module loading or allocation (first-call
     costs), and devices with fewer than `min_activities` GPU activities.
     Why it hurts: an idle GPU does no work; when the host issues work more slowly than the GPU
     finishes it (Python overhead, per-op dispatch, data loading, synchronisation), the device
     waits, and end-to-end time is set by the CPU, not the GPU.
     Evidence: system: idle time in gaps, their count and median, the share of the window, the
-    split by cause, the host activity in the idle time and the idle share of the whole profiled
-    window; kernel: the activities on either side of the largest gap; microarch: SM activity
-    sampled inside the largest gap (GPU metrics) — low SM activity confirms the idle time.
+    split by cause, the host activity in the idle time (innermost CPU ops and Python functions,
+    and the launching thread's time by activity, exclusive; the other host threads busy in it)
+    and the idle share of the whole profiled window; kernel: the activities on either side of
+    the largest gap; microarch: SM activity sampled inside the largest gap (GPU metrics) — low
+    SM activity confirms the idle time.
     Fix: follows the measured cause: for a late host, CUDA graphs or torch.compile
     (mode="reduce-overhead"), fused kernels and data loading in worker processes; for a blocked
     host, remove the synchronous call or copy (see TL005); for a cross-stream wait, start the
@@ -154,6 +163,18 @@ class LaunchGap(Rule):
             where.stream, where.kernel = int(d["stream"].iat[p]), str(d["name"].iat[p])
         pid = int(tl.api_calls["pid"].iat[li]) if li >= 0 else None
         host = gaps.host_activity(ctx, pid, gs, ge)
+        thread = hostidle.launching_thread(ctx, device)
+        hidle = hostidle.attribute(ctx, thread, gs, ge)
+        top_cat, top_ns, top = hidle.top_category()
+        site = (ctx.where_for_host(thread[0], thread[1], top.start).source_text()
+                if thread is not None and top is not None and top.start >= 0 else None)
+        named = (f"; host thread: {hidle.headline(site=site)}" if top is not None and top_ns >= opt.name_share * idle
+                 else "")
+        largest = ", ".join(hidle.describe(a) for a in hidle.activities[:3])
+        others = hostidle.other_threads(ctx, thread, gs, ge)
+        thread_txt = (f" The launching thread (pid {thread[0]}, tid {thread[1]}) in the idle time, by exclusive "
+                      f"time: {hidle.breakdown()}; largest: {largest}." if thread is not None and hidle.window_ns else "")
+        thread_txt += hostidle.others_text(others, hidle.window_ns)
         split = ", ".join(f"{CAUSE_TEXT[c]} {v / idle:.0%}" for c, v in
                           sorted(by_cause.items(), key=lambda kv: -kv[1]) if v > 0)
         blockers = [b for b in att["blocker"][att["blocked"] > 0] if b]
@@ -165,7 +186,7 @@ class LaunchGap(Rule):
         prof_idle = _idle_total(bs, be, lo, hi)
         system = Evidence.measured(
             f"{len(glen)} gaps ≥ {opt.min_gap_ns / 1e3:g} µs idle the GPU for {idle / 1e6:.3f} ms "
-            f"({idle / window:.1%} of {where_txt}); by cause: {split}{host_txt}.{block_txt} Over the "
+            f"({idle / window:.1%} of {where_txt}); by cause: {split}{host_txt}.{block_txt}{thread_txt} Over the "
             f"whole profiled window ({(hi - lo) / 1e6:.1f} ms) the GPU is idle {prof_idle / max(hi - lo, 1):.1%}.",
             idle_ns=Measure(idle, "ns"), gaps=Measure(len(glen), "count"),
             median_gap_ns=Measure(float(np.median(glen)), "ns"),
@@ -176,7 +197,11 @@ class LaunchGap(Rule):
             queued_share=Measure(round(by_cause["queued"] / idle, 4), "ratio"),
             no_launch_share=Measure(round(by_cause["no_launch"] / idle, 4), "ratio"),
             unlinked_gaps=Measure(int((att["unlinked"] > 0).sum()), "count"),
-            profiled_window_idle_share=Measure(round(prof_idle / max(hi - lo, 1), 4), "ratio"))
+            profiled_window_idle_share=Measure(round(prof_idle / max(hi - lo, 1), 4), "ratio"),
+            host_top_category_ns=Measure(top_ns, "ns"),
+            host_top_activity_ns=Measure(int(top.ns) if top else 0, "ns"),
+            host_unrecorded_share=Measure(round(hidle.unrecorded_ns / max(hidle.window_ns, 1), 4), "ratio"),
+            other_thread_busy_ns=Measure(others[0][1] if others else 0, "ns"))
         names = d["name"].astype(str).to_numpy()
         prev = np.flatnonzero(d["end"].to_numpy() == gs[i0])
         prev_txt = f"`{names[prev[-1]]}`" if len(prev) else "the iteration start"
@@ -192,7 +217,7 @@ class LaunchGap(Rule):
         return self.finding(
             ctx,
             message=(f"GPU {device} idle {idle / 1e6:.2f} ms in {len(glen)} gaps ({idle / window:.1%} of "
-                     f"{where_txt}); mostly {CAUSE_TEXT[cause]} ({by_cause[cause] / idle:.0%})"),
+                     f"{where_txt}); mostly {CAUSE_TEXT[cause]} ({by_cause[cause] / idle:.0%}){named}"),
             impact_ns=idle, where=where, occurrences=int(len(glen)),
             windows=[(int(gs[i]), int(ge[i])) for i in order],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
