@@ -8,6 +8,7 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
+from tracelint.timeline import classify
 from tracelint.timeline.uploads import uploads
 from tracelint.whatif.edits import NonBlocking
 
@@ -155,9 +156,14 @@ class BlockingOrPageableH2D(Rule):
         end = int(max(row["call_end"], row["sync_end"]))
         where = ctx.where_for_api(int(row["api"]), start_ns=int(row["call_start"]), end_ns=end)
         where.device, where.stream, where.kernel = d, int(row["stream"]), str(tl.copies["name"].iat[int(row["copy"])])
+        # copies issued inside a framework op (`aten::to`) are PyTorch's: name its knobs; a
+        # CUDA C / OpenMP / Fortran program gets the runtime's own words
+        torch = bool((g["mover"].to_numpy() >= 0).any()) or any(
+            classify.is_pytorch_name(str(n)) for n in tl.ranges["name"].unique())
         causes = []
         if pageable.any():
-            causes.append(f"{int(pageable.sum())} from pageable host memory (not pinned: pin_memory=False)")
+            how = "not pinned: pin_memory=False" if torch else "not from cudaMallocHost / cudaHostRegister"
+            causes.append(f"{int(pageable.sum())} from pageable host memory ({how})")
         if nb_false.any():
             causes.append(f"{int(nb_false.sum())} followed by a stream sync (non_blocking=False)")
         if explicit.any():
@@ -202,7 +208,8 @@ class BlockingOrPageableH2D(Rule):
         return self.finding(
             ctx, message=(f"GPU {d}: the host waits {blocked / 1e6:.2f} ms ({blocked / span:.1%} of the span) "
                           f"in {len(g)} host-to-device copies at {site}: {cause_txt}"),
-            fix=_fix(bool(pageable.any()), bool(nb_false.any()), bool(sync_api.any()), bool(explicit.any())),
+            fix=_fix(bool(pageable.any()), bool(nb_false.any()), bool(sync_api.any()), bool(explicit.any()),
+                     torch=torch),
             impact_ns=blocked, where=where, occurrences=len(g),
             windows=[(int(b[i]), int(e[i])) for i in order],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel,
@@ -235,15 +242,23 @@ def _launch_cost(ctx) -> int:
     return int(np.median((api["end"] - api["start"]).to_numpy()[launch]))
 
 
-def _fix(pageable: bool, synced: bool, sync_api: bool, explicit: bool = False) -> str:
+def _fix(pageable: bool, synced: bool, sync_api: bool, explicit: bool = False, *,
+         torch: bool = True) -> str:
     parts = []
-    if pageable:
+    if pageable and torch:
         parts.append("Pin the source memory: DataLoader(..., pin_memory=True), or tensor.pin_memory() once "
-                     "for a data set kept in memory (outside PyTorch: cudaHostAlloc / cudaHostRegister); from "
-                     "pageable memory even non_blocking=True stays synchronous (the driver stages the copy).")
-    if synced or pageable:
+                     "for a data set kept in memory; from pageable memory even non_blocking=True stays "
+                     "synchronous (the driver stages the copy).")
+    elif pageable:
+        parts.append("Pin the source memory: allocate it with cudaMallocHost / cudaHostAlloc, or "
+                     "cudaHostRegister an existing buffer (OpenMP / OpenACC runtimes have a pinned-allocation "
+                     "option); from pageable memory even an async copy stays synchronous (the driver stages it).")
+    if (synced or pageable) and torch:
         parts.append("Copy with x.to(device, non_blocking=True): the kernels that use x still wait for the "
                      "copy in stream order, the host does not.")
+    elif (synced or pageable) and not sync_api:
+        parts.append("Copy with cudaMemcpyAsync on a stream and synchronise only where the host needs the "
+                     "result: the kernels that use the data still wait for it in stream order.")
     if explicit:
         parts.append("Drop the synchronize call after the copy: stream order already makes the kernels that "
                      "use the data wait for it.")

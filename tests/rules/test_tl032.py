@@ -177,3 +177,17 @@ def test_real_resnet50_pageable_batches():
     frame = next(fr for fr in to["args"]["Call stack"].split(";") if fr.startswith("resnet50_profiler_api.py("))
     line = int(frame.split("(", 1)[1].split(")", 1)[0])
     assert f.where.file.endswith("resnet50_profiler_api.py") and f.where.line == line
+
+
+def test_cuda_c_program_gets_the_runtime_words_not_pytorch_knobs():
+    """CloverLeaf (CUDA C++, cudaMemcpy from malloc'd buffers): the cause and fix name
+    cudaMallocHost / cudaMemcpyAsync, never PyTorch's pin_memory / non_blocking."""
+    path = trace_or_skip(TRACES / "nsys" / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        pageable_h2d = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                                  "WHERE copyKind = 1 AND srcKind = 0").fetchone()[0]
+    [f] = [f for f in lint(path, config=Config(select=("TL032",))).findings if f.rule == "TL032"]
+    # every H2D copy of this program is pageable and synchronous (nsys enum: srcKind 0 = Pageable)
+    assert f.occurrences == pageable_h2d and f"{pageable_h2d} from pageable" in f.message
+    assert "cudaMallocHost" in f.message and "cudaMallocHost" in f.fix
+    assert "pin_memory" not in f.message + f.fix and "non_blocking" not in f.message + f.fix

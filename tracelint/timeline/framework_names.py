@@ -156,3 +156,12 @@ def data_parallel_op(name: str) -> str | None:
 def is_data_parallel_file(file: str) -> bool:
     """A Python frame in torch.nn.DataParallel's own modules."""
     return bool(_DP_FILE.search(file.replace("\\", "/")))
+
+
+#: Names only PyTorch records (its ops, steps, autograd and optimizer ranges, module frames):
+#: a trace with any is a PyTorch program, so advice may name PyTorch's knobs.
+_PYTORCH_NAME = re.compile(r"^(aten::|ProfilerStep#|autograd::|Optimizer\.|nn\.Module:|c10d::)|torch/")
+
+
+def is_pytorch_name(name: str) -> bool:
+    return bool(_PYTORCH_NAME.search(name))
