@@ -1,7 +1,6 @@
 """TL002 small-op-storm."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,13 +8,8 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import intervals
+from tracelint.timeline import classify, intervals
 from tracelint.whatif.edits import Fuse, Ops
-
-#: Launch APIs that replay a captured CUDA / HIP graph (cudaGraphLaunch, cuGraphLaunch,
-#: hipGraphLaunch and their _ptsz / version variants).
-GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
-
 
 @dataclass(frozen=True)
 class Options:
@@ -109,7 +103,7 @@ class SmallOpStorm(Rule):
         a_start, a_end = api["start"].to_numpy(), api["end"].to_numpy()
         launch_dur = np.where(linked, (a_end[li] - a_start[li]) if len(api) else 0, -1)
         if len(api):
-            a_graph = np.asarray(api["name"].cat.categories.map(lambda n: bool(GRAPH_LAUNCH.search(str(n)))),
+            a_graph = np.asarray(api["name"].cat.categories.map(lambda n: classify.is_graph_launch(str(n))),
                                  dtype=bool)[np.maximum(api["name"].cat.codes.to_numpy(), 0)]
             by_graph = linked & a_graph[li]
         else:

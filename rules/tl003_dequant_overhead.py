@@ -1,7 +1,6 @@
 """TL003 dequant-overhead."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,27 +8,18 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import intervals
-from tracelint.timeline.classify import kernel_class
+from tracelint.timeline import classify, intervals
 from tracelint.timeline.nesting import nest
 from tracelint.whatif.edits import Ops, Scale
 
 
-#: A "dequant"-class name that is itself a GEMM (a fused dequant-GEMM such as Marlin,
-#: AWQ/GPTQ GEMM, machete, W4A16 GEMM): its time is GEMM time, not overhead.
-FUSED_GEMM = re.compile(r"gemm|matmul|marlin|machete|_mm_|wgmma|mma_|cutlass", re.I)
 RANGE_KINDS = ("annotation", "nvtx")
-#: Library names that contain "gemm" without being GEMMs (fbgemm_gpu quantize / embedding
-#: kernels): removed before classifying, so `fbgemm_gpu::..._FP8_quantize` is a dequant kernel.
-_LIB_PREFIX = re.compile(r"fbgemm", re.I)
-#: NVTX ranges that are operators, not phases (torch.autograd.profiler.emit_nvtx).
-_OP_RANGE = re.compile(r", (op_id|seq) = \d+")
 
 
 def _classes(k: pd.DataFrame) -> np.ndarray:
     """Kernel classes (classify.kernel_class) with library prefixes that fake a class removed."""
     cats = k["name"].cat.categories
-    labels = np.array([kernel_class(_LIB_PREFIX.sub("", str(n))) for n in cats], dtype=object)
+    labels = np.array([classify.kernel_class_without_library(str(n)) for n in cats], dtype=object)
     if len(labels) == 0:
         return np.zeros(len(k), dtype=object)
     return labels[np.maximum(k["name"].cat.codes.to_numpy(), 0)]
@@ -99,7 +89,7 @@ class DequantOverhead(Rule):
         if not is_deq.any():
             return
         cats = k["name"].cat.categories
-        fused_cat = np.asarray(cats.map(lambda n: bool(FUSED_GEMM.search(_LIB_PREFIX.sub("", str(n))))), dtype=bool)
+        fused_cat = np.asarray(cats.map(lambda n: classify.is_fused_dequant_gemm(str(n))), dtype=bool)
         fused = is_deq & fused_cat[np.maximum(k["name"].cat.codes.to_numpy(), 0)]
         is_layout = np.asarray(tl.kernel_class) == "layout"
         is_gemm = ((cls == "gemm") & ~is_layout) | fused
@@ -140,8 +130,8 @@ class DequantOverhead(Rule):
 
         if len(r) and len(api):
             cats = r["name"].cat.categories
-            phase = np.asarray(cats.map(lambda n: not (str(n).startswith("ProfilerStep#")
-                                                      or _OP_RANGE.search(str(n)))), dtype=bool)
+            phase = np.asarray(cats.map(lambda n: not (classify.is_profiler_step(str(n))
+                                                      or classify.has_emit_nvtx_ids(str(n)))), dtype=bool)
             keep = r["kind"].isin(RANGE_KINDS).to_numpy() & phase[np.maximum(r["name"].cat.codes.to_numpy(), 0)]
             rs = r[keep]
             if len(rs):

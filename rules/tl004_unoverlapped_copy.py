@@ -1,7 +1,6 @@
 """TL004 unoverlapped-copy."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,19 +8,10 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import intervals
+from tracelint.timeline import classify, intervals
 from tracelint.whatif.edits import AsyncCopies, Ops
 
 DIRECTIONS = {"H2D": "host-to-device", "D2H": "device-to-host"}
-
-#: (device-name pattern, usable host-link GB/s, link) for the peak a copy is compared against.
-LINK_PEAKS = (
-    (r"GH200|GB200|Grace", 450.0, "NVLink-C2C"),
-    (r"H100|H200|H800|H20\b|B200|B100|L40|MI300|MI325|MI355", 50.0, "PCIe Gen5 x16"),
-    (r"A100|A800|A10\b|A30|A40|A6000|RTX 30|RTX 40|RTX A|3090|3080|4090|MI2\d0|MI100", 25.0, "PCIe Gen4 x16"),
-    (r"V100|T4|RTX 20|2080|TITAN|P100|Quadro|MI50|MI60", 12.0, "PCIe Gen3 x16"),
-)
-
 
 @dataclass(frozen=True)
 class Options:
@@ -237,9 +227,9 @@ class UnoverlappedCopy(Rule):
             return float(self.options.link_gbps), "configured", False
         dev = tl.meta.device(d)
         name = (dev.name or "") if dev else ""
-        for pattern, gbps, link in LINK_PEAKS:
-            if name and re.search(pattern, name, re.I):
-                return gbps, f"{link} ({name})", True
+        peak = classify.host_link(name)
+        if peak is not None:
+            return peak[0], f"{peak[1]} ({name})", True
         return None, "", False
 
 

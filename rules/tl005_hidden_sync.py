@@ -24,10 +24,6 @@ class Options:
     top: int = option(5, "How many of the largest idle windows to list.")
 
 
-#: CPU ops whose presence around a sync means "the host reads a device value".
-HOST_READ_OPS = classify.HOST_READBACK_OPS
-#: Synchronous allocator entry points (stream-ordered *Async variants are the fix, not the problem).
-_ASYNC = re.compile(r"Async", re.I)
 #: Host-blocking sync kinds (classify.sync_kind); stream_wait_event is GPU-side ordering and
 #: queries (cudaStreamQuery / cudaEventQuery) return at once.
 BLOCKING_SYNC = ("device", "stream", "event", "other")
@@ -188,7 +184,7 @@ def _candidates(ctx) -> pd.DataFrame:
     kinds = np.array([classify.sync_kind(str(c)) for c in cats.categories], dtype=object)
     skind = kinds[cats.codes] if len(kinds) else np.array([], dtype=object)
     is_sync = (role == "sync") & np.isin(skind, BLOCKING_SYNC)
-    async_name = np.array([bool(_ASYNC.search(str(c))) for c in cats.categories], dtype=bool)
+    async_name = np.array([classify.is_async_api(str(c)) for c in cats.categories], dtype=bool)
     is_async = async_name[cats.codes] if len(async_name) else np.zeros(0, dtype=bool)
     is_alloc = (role == "alloc") & ~is_async
     # Synchronous device-to-host copies: the API row that launched a D2H copy, when the API is
@@ -250,7 +246,8 @@ def _attach_context(ctx, cand: pd.DataFrame) -> None:
     cand["op"], cand["path"] = _host_context(tl, cand)
     # Copies and syncs issued by a host-read op are device-to-host reads.
     op_code, op_names = pd.factorize(cand["op"])
-    read = np.array([bool(HOST_READ_OPS.match(str(o))) for o in op_names] + [False], dtype=bool)[op_code]
+    # CPU ops whose presence around a sync means "the host reads a device value".
+    read = np.array([classify.is_host_readback_op(str(o)) for o in op_names] + [False], dtype=bool)[op_code]
     cand["kind"] = np.where(read & (cand["kind"].to_numpy() != "alloc"), "read", cand["kind"])
 
 
@@ -279,7 +276,7 @@ def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray]:
     if len(f) == 0:
         return files, lines
     fcat = pd.Categorical(f["file"].astype(str))
-    user = np.array([not classify.LIBRARY_CODE.search(c) for c in fcat.categories], dtype=bool)
+    user = np.array([not classify.is_library_code(c) for c in fcat.categories], dtype=bool)
     keep = user[fcat.codes] if len(user) else np.zeros(len(f), bool)
     keep &= (f["end"] > f["start"]).to_numpy()  # zero-length frames enclose nothing
     fu = f[keep]
@@ -295,10 +292,6 @@ def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray]:
     return files, lines
 
 
-#: torch.autograd.profiler.emit_nvtx names NVTX ranges "aten::mul, seq = 3, op_id = 12": ops.
-_EMIT_NVTX = re.compile(r"^([^,\s]+), (?:seq|op_id|sizes|stashed seq) = ")
-
-
 def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray]:
     """Per candidate: the outermost CPU op enclosing it ('' when none) and its NVTX /
     annotation path ('a/b/c', iterations and ops left out), from time containment level by
@@ -311,10 +304,10 @@ def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray]:
         return ops, paths
     cat = pd.Categorical(r["name"].astype(str))
     raw = [str(c) for c in cat.categories]
-    emit = [_EMIT_NVTX.match(c) for c in raw]
-    norm = np.array([m.group(1) if m else c for m, c in zip(emit, raw)] + [""], dtype=object)
-    emitted = np.array([m is not None for m in emit] + [False], dtype=bool)
-    step_name = np.array([c.startswith("ProfilerStep#") for c in raw] + [False], dtype=bool)
+    emit = [classify.emit_nvtx_op(c) for c in raw]
+    norm = np.array([op if op is not None else c for op, c in zip(emit, raw)] + [""], dtype=object)
+    emitted = np.array([op is not None for op in emit] + [False], dtype=bool)
+    step_name = np.array([classify.is_profiler_step(c) for c in raw] + [False], dtype=bool)
     codes = np.where(cat.codes >= 0, cat.codes, len(raw))
     kind = r["kind"].astype(str).to_numpy()
     oplike = (kind == "op") | ((kind == "nvtx") & emitted[codes])

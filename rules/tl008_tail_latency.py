@@ -8,6 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
+from tracelint.timeline import classify
 from tracelint.timeline.summary import percentile
 
 
@@ -74,8 +75,7 @@ class TailLatency(Rule):
         steps = r[kind == "step"].sort_values(["start", "step"], kind="stable")
         if len(steps):
             yield from self._iterations(ctx, steps)
-        names = r["name"].astype(str)
-        rsel = np.isin(kind, ["annotation", "nvtx"]) & ~names.str.startswith("ProfilerStep#").to_numpy()
+        rsel = np.isin(kind, ["annotation", "nvtx"]) & ~classify.name_mask(r["name"], classify.is_profiler_step)
         rr = r[rsel]
         if len(rr) == 0:
             return

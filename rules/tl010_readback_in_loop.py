@@ -64,13 +64,13 @@ class ReadbackInLoop(Rule):
         steps = r[r["kind"] == "step"]
         if len(steps) == 0:
             return
-        ops = r[(r["kind"] == "op") & r["name"].astype(str).str.match(classify.HOST_READBACK_OPS.pattern)]
+        ops = r[(r["kind"] == "op").to_numpy() & classify.name_mask(r["name"], classify.is_host_readback_op)]
         if len(ops) == 0:
             return
         # Keep outermost read-backs (aten::item encloses aten::_local_scalar_dense).
         parent_names = r["name"].astype(str).to_numpy()[np.clip(ops["parent"].to_numpy(), 0, None)]
         nested = (ops["parent"].to_numpy() >= 0) & np.array(
-            [bool(classify.HOST_READBACK_OPS.match(n)) for n in parent_names], dtype=bool)
+            [classify.is_host_readback_op(n) for n in parent_names], dtype=bool)
         ops = ops[~nested]
         s_start, s_end = steps["start"].to_numpy(), steps["end"].to_numpy()
         order = np.argsort(s_start)

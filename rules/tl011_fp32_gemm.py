@@ -1,7 +1,6 @@
 """TL011 fp32-gemm."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,11 +9,6 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify
-
-#: GPU name -> (compute capability, tensor cores handle FP32 inputs via TF32).
-_TF32_NAMES = re.compile(r"A100|A10|A30|A40|A800|H100|H200|H800|GH200|B100|B200|GB200|L4|L40|RTX (?:30|40|50)|RTX A\d", re.I)
-_TC_NAMES = re.compile(r"V100|T4|TITAN V|RTX 20|Quadro RTX|RTX \d000", re.I)
-
 
 @dataclass(frozen=True)
 class Options:
@@ -30,11 +24,7 @@ def tensor_core_support(name: str | None, cc: str | None) -> str | None:
         except ValueError:
             major = 0
         return "tf32" if major >= 8 else "fp16" if major >= 7 else None
-    if name and _TF32_NAMES.search(name):
-        return "tf32"
-    if name and _TC_NAMES.search(name):
-        return "fp16"
-    return None
+    return classify.tensor_cores_by_name(name)
 
 
 class Fp32Gemm(Rule):

@@ -9,7 +9,7 @@ import pandas as pd
 from tracelint.efficiency.devices import match_trace_device
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline.classify import TENSOR_OP, arch_of, is_old
+from tracelint.timeline.classify import arch_of, is_align1_kernel, is_old, is_tensor_op_kernel
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class OldArchKernel(Rule):
         tl, opt = ctx.tl, self.options
         k = tl.kernels
         cats = [str(c) for c in k["name"].cat.categories]
-        arch = [arch_of(n) if TENSOR_OP.search(n) else None for n in cats]
+        arch = [arch_of(n) if is_tensor_op_kernel(n) else None for n in cats]
         if not any(arch):
             return
         codes = k["name"].cat.codes.to_numpy()
@@ -102,7 +102,7 @@ class OldArchKernel(Rule):
         where.start_ns, where.end_ns = int(k["start"].iat[first]), int(k["end"].iat[first])
         share = old_ns / total
         gpu = info.name if info is not None and info.name else f"GPU {device}"
-        aligned1 = any("align1" in str(n) for n in names.index)
+        aligned1 = any(is_align1_kernel(str(n)) for n in names.index)
         listing = "; ".join(f"`{str(n)[:80]}` (sm{arch_of(str(n))[0]}{arch_of(str(n))[1]}) ×{int(r['count'])} "
                             f"{r['sum'] / 1e6:.2f} ms" for n, r in names.head(3).iterrows())
         system = Evidence.measured(

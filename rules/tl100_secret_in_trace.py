@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tracelint.engine.finding import Layer, Severity
 from tracelint.engine.rule import Rule
-from tracelint.secrets.scan import rule_findings, why_unscannable
+from tracelint.secrets.findings import rule_findings, why_unscannable
 
 
 class SecretInTrace(Rule):

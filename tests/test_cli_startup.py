@@ -46,6 +46,48 @@ def test_light_paths_do_not_import_heavy_modules(args, tmp_path):
     if args[:1] == ["lint"]:  # its module imports the config and the engine, not pandas
         loaded = [m for m in loaded if m in ("pandas", "numpy")]
     assert not loaded, f"{args} imported {loaded}"
+    if args in (["--version"], ["--help"], ["rules"]):  # printed by cli.light, before typer
+        assert not {"typer", "rich", "click"} & {m.split(".")[0] for m in modules}, args
+
+
+def _plain(args, tmp_path, columns="200"):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": columns}
+    env.pop("NO_COLOR", None)
+    return subprocess.run([sys.executable, "-m", "tracelint", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_light_help_is_the_typer_root_help(tmp_path):
+    """`tracelint --help` (printed without typer) and the help typer prints for a bare
+    `tracelint` (exit 2) are the same text."""
+    light, typer_side = _plain(["--help"], tmp_path), _plain([], tmp_path)
+    assert light.returncode == 0 and typer_side.returncode == 2
+    assert light.stdout == typer_side.stdout
+    assert "Usage: python -m tracelint [OPTIONS] COMMAND [ARGS]..." in light.stdout
+    for option in ("--version", "--debug", "--help"):
+        assert option in light.stdout
+
+
+def test_light_rule_list_is_the_registry_and_fits_the_terminal(tmp_path):
+    """The light list names every rule the registry has, with its slug and severity; an option
+    (`--rules-dir` of an empty folder) goes through typer and prints the same list; no line is
+    wider than the terminal, wide or narrow."""
+    from tracelint.api import available_rules
+    rules = available_rules()
+    empty = tmp_path / "none"
+    empty.mkdir(mode=0o755)
+    for columns in ("200", "80", "50"):
+        light = _plain(["rules"], tmp_path, columns)
+        assert light.returncode == 0, light.stderr
+        via_typer = _plain(["rules", "--rules-dir", str(empty)], tmp_path, columns)
+        assert via_typer.stdout == light.stdout
+        lines = light.stdout.splitlines()
+        assert max(len(line) for line in lines) <= int(columns)
+        starts = [line.split()[0] for line in lines if line[:2] == "TL"]
+        assert starts == [r.id for r in rules]
+        text = " ".join(light.stdout.split())
+        for r in rules:
+            assert r.slug in text and r.severity.value in text
 
 
 def test_help_lists_every_command_with_its_own_one_line_help(tmp_path):

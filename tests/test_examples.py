@@ -34,8 +34,8 @@ PAIRS = {
 ALL = [ex for pair in PAIRS.values() for ex in pair]
 #: Rules that measure GPU activity (kernels, copies, syncs, counters), and the one each pair is
 #: about on a GPU. TL008 tail-latency is not one: it judges host ranges too, which a CPU trace has.
-GPU_RULES = {"TL001", "TL002", "TL003", "TL004", "TL005", "TL006", "TL007", "TL009"}
-TARGET_RULES = {"tiny_ops": ("TL001", "TL002"), "copy": ("TL004",), "dequant": ("TL003",),
+GPU_RULES = {"TL001", "TL002", "TL003", "TL004", "TL005", "TL006", "TL007", "TL009", "TL032", "TL033"}
+TARGET_RULES = {"tiny_ops": ("TL001", "TL002"), "copy": ("TL004", "TL032"), "dequant": ("TL003",),
                 "transposes": ("TL006",)}
 STEPS = 3   # `tracelint capture` records 3 iterations by default (after 1 skipped + 1 warm-up)
 

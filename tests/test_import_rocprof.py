@@ -33,6 +33,9 @@ NOT_APPLICABLE = {"TL007-positive-register-cap": "NVIDIA register-file model",
                   "TL011-near-miss-pascal": "NVIDIA tensor-core kernels",
                   "TL021-positive-sm75-on-h100": "NVIDIA architecture tags and compute capability",
                   "TL030-positive-foreach-off-and-zero-grad": "PyTorch CPU ops (rocprofv3 sees none)",
+                  "TL033-positive": "PyTorch CPU ops (rocprofv3 sees none)",
+                  "TL033-positive-arange": "PyTorch CPU ops (rocprofv3 sees none)",
+                  "TL032-near-miss-constant-is-tl033": "PyTorch CPU ops (rocprofv3 sees none)",
                   "TL007-positive-registers-bind": "NVIDIA register-file model",
                   "TL007-positive-trace-register-file": "NVIDIA register-file model"}
 #: expectations on what rocprofv3 records differently: host memory kind (not recorded), copy

@@ -102,3 +102,34 @@ def test_unsafe_or_uncuttable_files_take_the_whole_buffer(tmp_path, monkeypatch,
     if got is not None:  # a cut was possible and every range decoded: must equal the whole
         _assert_same(got, whole)
     assert len(whole.kernels) + len(whole.ranges) == 50
+
+
+@pytest.mark.parametrize("name,range_bytes", [
+    ("hta_trace_diff_control_a100_rank3of8.json.gz", 150_000),   # ops and annotations tie on start
+    ("hta_cupti_counters_a100.json.gz", 3_000),                   # counters: special events
+    ("hta_v100_rank1of2.json.gz", 400_000),                       # [memory] events
+])
+def test_worker_processes_equal_one_process(tmp_path, monkeypatch, name, range_bytes):
+    """Ranges decoded by 3 processes (names renumbered, columns merged in file order) give
+    the same Timeline as the whole-buffer path."""
+    from tracelint.importers import kineto_parallel as kp
+    path = _plain(tmp_path, name)
+    monkeypatch.setattr(kr, "RANGE_BYTES", range_bytes)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    monkeypatch.setattr(kp, "_WORKERS", 3)
+    _, ranges = kr.plan(path, path.stat().st_size)
+    assert len(kp.groups(ranges, 3)) == 3
+    by_workers = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert by_workers is not None
+    monkeypatch.setattr(kp, "_WORKERS", 1)
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    _assert_same(by_workers, kj.load_kineto(path))
+
+
+def test_groups_are_contiguous_and_balanced():
+    from tracelint.importers.kineto_parallel import groups
+    ranges = [(i * 10, i * 10 + 10) for i in range(10)]
+    got = groups(ranges, 3)
+    assert [r for g in got for r in g] == ranges
+    assert [len(g) for g in got] == [4, 3, 3]
+    assert groups(ranges[:1], 4) == [ranges[:1]]

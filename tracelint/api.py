@@ -68,6 +68,9 @@ def lint(source: "str | Path | Timeline", config: "Config | None" = None,
     report.elapsed_s = {"load": t_load, "rules": time.perf_counter() - t1, **report.elapsed_s}
     from .efficiency.roofline import cached_efficiency
     report.sections["efficiency"] = lambda: cached_efficiency(tl).to_dict(ncu=ncu_df)
+    if len(tl.memory):            # the memory timeline (timeline/memory.py), when recorded
+        from .timeline.memory import memory_summary
+        report.sections["memory"] = lambda: memory_summary(tl, points=400)
     return report
 
 

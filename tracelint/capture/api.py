@@ -31,10 +31,12 @@ class Profile:
     """
 
     def __init__(self, out: str | Path | None = None, steps: int = 0, wait: int = 1,
-                 warmup: int = 1, with_stack: bool = True, record_shapes: bool = True):
+                 warmup: int = 1, with_stack: bool = True, record_shapes: bool = True,
+                 profile_memory: bool = False):
         self.out = Path(out) if out else Path(tempfile.mkdtemp(prefix="tracelint-")) / "trace.json"
         self.steps, self.wait, self.warmup = steps, wait, warmup
         self.with_stack, self.record_shapes = with_stack, record_shapes
+        self.profile_memory = profile_memory      # [memory] events: the memory timeline
         self.steps_seen = 0
         self._prof = None
         self._exported = False
@@ -47,7 +49,8 @@ class Profile:
             schedule = tp.schedule(wait=self.wait, warmup=self.warmup, active=self.steps, repeat=1)
         self._prof = tp.profile(activities=torch_activities(), schedule=schedule,
                                 on_trace_ready=self._export if schedule else None,
-                                record_shapes=self.record_shapes, with_stack=self.with_stack)
+                                record_shapes=self.record_shapes, with_stack=self.with_stack,
+                                profile_memory=self.profile_memory)
         self._prof.__enter__()
         _active = self
         return self

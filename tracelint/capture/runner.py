@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wait", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--no-stack", action="store_true")
+    ap.add_argument("--profile-memory", action="store_true")
     ap.add_argument("target", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     target = args.target[1:] if args.target[:1] == ["--"] else args.target
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = {"trace": str(Path(args.out).resolve()), "steps_seen": 0, "user_profiler": False,
                 "user_traces": [], "exit_code": 0}
     prof = Profile(out=args.out, steps=args.steps, wait=args.wait, warmup=args.warmup,
-                   with_stack=not args.no_stack)
+                   with_stack=not args.no_stack, profile_memory=args.profile_memory)
     _watch_user_profilers(manifest, prof)
     register_optimizer_step_post_hook(lambda *a, **k: step())
     module = target[1] if target[0] == "-m" else None

@@ -1,10 +1,12 @@
-"""The `tracelint` command: one small Typer app per command module, composed here.
+"""The `tracelint` command: the command table and `main`.
 
 Commands are registered lazily from COMMANDS (name -> module, one-line help): a command's module
-(and with it pandas, numpy and the rule engine) is imported only when that command runs, so
-`tracelint --version` and `tracelint --help` start in a blink. A new command module is added to
-the table; its line there is the help shown by `tracelint --help` (tests/test_cli_startup.py
-checks that the two agree).
+(and with it pandas, numpy and the rule engine) is imported only when that command runs. A new
+command module is added to the table; its line there is the help shown by `tracelint --help`
+(tests/test_cli_startup.py checks that the two agree). This module imports neither typer nor
+rich: `tracelint --version`, `--help` and `rules` (the list) are printed by cli.light before
+typer is imported (about half of their CPU time was typer and rich); everything else runs
+through the typer app in cli.root (`app` here is that app, built on first use).
 
 Errors the user can fix (bad input, bad options) print one line and exit 2; never a traceback.
 """
@@ -14,10 +16,6 @@ import importlib
 import sys
 from typing import NamedTuple
 
-import typer
-from typer.core import TyperGroup
-
-from .. import __version__
 from ..errors import TracelintError
 
 
@@ -49,65 +47,19 @@ COMMANDS: dict[str, CommandEntry] = {
 }
 
 
-class LazyGroup(TyperGroup):
-    """The root group: lists commands from COMMANDS and imports a command's module on first use."""
-
-    def list_commands(self, ctx) -> list[str]:
-        return list(COMMANDS) + [n for n in self.commands if n not in COMMANDS]
-
-    def get_command(self, ctx, cmd_name: str):
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
-            from . import help_types  # noqa: F401  (--help in words, not Python type names)
-            importlib.import_module(f"{__package__}.{COMMANDS[cmd_name].module}")
-            built = typer.main.get_command(app)  # rebuilt with what the import registered
-            if cmd_name in built.commands:
-                command = built.commands[cmd_name]
-                _coerce_missing_cheaply([*command.params, command.get_help_option(ctx)])
-                self.commands[cmd_name] = command
-        return self.commands.get(cmd_name)
-
-    def get_help_option(self, ctx):
-        option = super().get_help_option(ctx)
-        _coerce_missing_cheaply([*self.params, option])
-        return option
-
-    def format_help(self, ctx, formatter) -> None:
-        """The root help from the table alone (typer's rich help would import every command)."""
-        from .help_root import print_root_help
-        print_root_help(self, ctx, [(n, e.help) for n, e in COMMANDS.items()])
+#: The root options, as `tracelint --help` shows them (cli.root declares them with these texts).
+ROOT_OPTIONS = {"--version": "Print the version and exit.",
+                "--debug": "Show full tracebacks of internal errors.",
+                "--help": "Show this message and exit."}
+ROOT_HELP = ("Trace analysis and anti-pattern linter for GPU / AI workloads "
+             "(Nsight Systems SQLite, torch.profiler / Kineto JSON).")
 
 
-class _MissingFirst:
-    """typer coerces every parameter through a pydantic TypeAdapter, built on first use even for
-    an option left out (pydantic's import is ~0.16 s of CPU). This returns what typer returns
-    for a missing value (None, or () for multi-value) and builds typer's coercion only for a
-    value that was given."""
-
-    def __init__(self, param):
-        self._param, self._real = param, None
-
-    def coerce(self, value, param, ctx):
-        if value is None:
-            return () if (param.multiple or param.nargs == -1) else None
-        if self._real is None:
-            from typer._coercion import build_runtime_param
-            self._real = build_runtime_param(self._param.type_descriptor)
-        return self._real.coerce(value, param=param, ctx=ctx)
-
-
-def _coerce_missing_cheaply(params) -> None:
-    """Install _MissingFirst on a command's parameters (its --help option included) where
-    typer's internals are as expected (typer 0.2x); with another typer they stay as they are."""
-    for param in params:
-        if getattr(param, "_runtime_param", 0) is None and hasattr(param, "type_descriptor"):
-            param._runtime_param = _MissingFirst(param)
-
-
-app = typer.Typer(
-    name="tracelint", no_args_is_help=True, add_completion=False,
-    pretty_exceptions_enable=False, cls=LazyGroup,
-    help="Trace analysis and anti-pattern linter for GPU / AI workloads "
-         "(Nsight Systems SQLite, torch.profiler / Kineto JSON).")
+def __getattr__(name: str):
+    if name == "app":  # the typer app (imports typer): for command modules and tests
+        from .root import make_app
+        return make_app(COMMANDS, ROOT_HELP, ROOT_OPTIONS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _err_console():
@@ -115,27 +67,10 @@ def _err_console():
     return Console(stderr=True, highlight=False)
 
 
-def _version(value: bool):
-    if value:
-        print(f"tracelint {__version__}")
-        raise typer.Exit(0)
-
-
-_debug = False
-
-
-@app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit."),
-          debug: bool = typer.Option(False, "--debug", help="Show full tracebacks of internal errors.")):
-    """tracelint: lint GPU/AI traces for performance anti-patterns."""
-    global _debug
-    _debug = debug
-
-
 def _register() -> None:
     """Import every command module in the table (tests, and tools that walk all commands)."""
     from . import help_types  # noqa: F401
+    __getattr__("app")
     for entry in COMMANDS.values():
         importlib.import_module(f"{__package__}.{entry.module}")
 
@@ -149,15 +84,26 @@ def _line(message) -> str:
 
 def fail(message: str) -> "typer.Exit":
     """Print a one-line error and return the exit-2 exception to raise."""
+    import typer
     from rich.markup import escape
     _err_console().print(f"[bold red]tracelint: error:[/] {escape(_line(message))}", markup=True,
                       highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
+def _debug() -> bool:
+    root = sys.modules.get(f"{__package__}.root")
+    return bool(root and root.debug)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
-        app(args=argv, standalone_mode=True)
+        from .light import run_light
+        if run_light(sys.argv[1:] if argv is None else list(argv), ROOT_HELP, ROOT_OPTIONS,
+                     [(name, entry.help) for name, entry in COMMANDS.items()]):
+            sys.exit(0)  # as typer's standalone mode ends every command
+        from .root import make_app
+        make_app(COMMANDS, ROOT_HELP, ROOT_OPTIONS)(args=argv, standalone_mode=True)
     except TracelintError as exc:
         _err_console().print(f"tracelint: error: {_line(exc)}", markup=False, highlight=False,
                           soft_wrap=True)
@@ -172,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         _err_console().print("tracelint: error: out of memory while reading the trace", markup=False)
         sys.exit(2)
     except Exception as exc:  # a bug in tracelint: one line unless --debug asks for more
-        if _debug:
+        if _debug():
             raise
         _err_console().print(f"tracelint: internal error: {type(exc).__name__}: {_line(exc)} "
                           "(rerun with --debug for the traceback, and please report it)",

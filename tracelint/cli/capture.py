@@ -29,13 +29,15 @@ def _python_command(cmd: list[str]) -> tuple[str, list[str]]:
                "use --nsys for other programs")
 
 
-def _run_torch(cmd: list[str], out_dir: Path, steps: int, wait: int, warmup: int, stack: bool) -> dict:
+def _run_torch(cmd: list[str], out_dir: Path, steps: int, wait: int, warmup: int, stack: bool,
+               memory: bool = False) -> dict:
     python, target = _python_command(cmd)
     manifest = out_dir / "capture-manifest.json"
     trace = out_dir / "trace.json"
     argv = [python, "-m", "tracelint.capture.runner", "--manifest", str(manifest), "--out", str(trace),
             "--steps", str(steps), "--wait", str(wait), "--warmup", str(warmup),
-            *([] if stack else ["--no-stack"]), "--", *target]
+            *([] if stack else ["--no-stack"]), *(["--profile-memory"] if memory else []),
+            "--", *target]
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -45,7 +47,7 @@ def _run_torch(cmd: list[str], out_dir: Path, steps: int, wait: int, warmup: int
     return json.loads(manifest.read_text())
 
 
-def _run_nsys(cmd: list[str], out_dir: Path, gpu_metrics: bool) -> Path:
+def _run_nsys(cmd: list[str], out_dir: Path, gpu_metrics: bool, memory: bool = False) -> Path:
     nsys = shutil.which("nsys")
     if nsys is None:
         raise fail("nsys (Nsight Systems CLI) is not on PATH; install it or capture with torch.profiler "
@@ -54,6 +56,8 @@ def _run_nsys(cmd: list[str], out_dir: Path, gpu_metrics: bool) -> Path:
     argv = [nsys, "profile", "-t", "cuda,nvtx,osrt", "--force-overwrite", "true", "-o", str(rep)]
     if gpu_metrics:
         argv.append("--gpu-metrics-device=all")
+    if memory:
+        argv.append("--cuda-memory-usage=true")
     res = subprocess.run([*argv, *cmd])
     reps = sorted(out_dir.glob("report.*rep"))
     if not reps:
@@ -74,6 +78,7 @@ def capture(
     wait: Annotated[int, typer.Option("--wait", help="Iterations skipped before warm-up.")] = 1,
     warmup: Annotated[int, typer.Option("--warmup", help="Warm-up iterations (profiled, discarded).")] = 1,
     with_stack: Annotated[bool, typer.Option("--with-stack/--no-stack", help="Record Python stacks (findings point at source lines).")] = True,
+    profile_memory: Annotated[bool, typer.Option("--profile-memory", help="Record allocator events (torch.profiler profile_memory; with --nsys: --cuda-memory-usage=true): the memory timeline, TL039/TL040.")] = False,
     nsys: Annotated[bool, typer.Option("--nsys", help="Capture with Nsight Systems instead of torch.profiler.")] = False,
     gpu_metrics: Annotated[bool, typer.Option("--gpu-metrics", help="With --nsys: sample GPU hardware metrics.")] = False,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Report format printed after capture.")] = Format.terminal,
@@ -89,13 +94,13 @@ def capture(
     out_dir = Path(output)
     out_dir.mkdir(parents=True, exist_ok=True)
     if nsys:
-        trace = _run_nsys(cmd, out_dir, gpu_metrics)
+        trace = _run_nsys(cmd, out_dir, gpu_metrics, profile_memory)
     else:
         try:
             import torch  # noqa: F401
         except ImportError:
             raise fail("torch is not installed; `pip install tracelint[capture]` or install PyTorch") from None
-        m = _run_torch(cmd, out_dir, steps, wait, warmup, with_stack)
+        m = _run_torch(cmd, out_dir, steps, wait, warmup, with_stack, profile_memory)
         if m["user_profiler"] and m["user_traces"]:
             stderr.print(f"the program runs torch.profiler itself: linting its trace {m['user_traces'][-1]}")
             trace = Path(m["user_traces"][-1])
@@ -103,7 +108,7 @@ def capture(
             stderr.print(f"saw {m['steps_seen']} iteration boundaries (optimizer.step() or "
                          f"tracelint.capture.step()), fewer than wait+warmup+steps={wait + warmup + steps}: "
                          "profiling the whole run instead")
-            m = _run_torch(cmd, out_dir, 0, 0, 0, with_stack)
+            m = _run_torch(cmd, out_dir, 0, 0, 0, with_stack, profile_memory)
             trace = Path(m["trace"])
         else:
             trace = Path(m["trace"])

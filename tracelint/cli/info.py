@@ -24,6 +24,9 @@ def info(
     tl = load_trace(trace, progress=not as_json)
     data = trace_info(tl)
     data["efficiency"] = efficiency_info(tl)
+    if len(tl.memory):                         # the memory timeline (timeline/memory.py)
+        from ..timeline.memory import memory_summary
+        data["memory"] = memory_summary(tl)
     if tl.has_gpu_activity or len(tl.api_calls):
         from ..whatif.analysis import WhatIf
         data["critical_path"] = WhatIf(tl).critical_path_dict(top=5)
@@ -74,6 +77,9 @@ def info(
                       escape(k["name"][:120]))
         console.print(t)
     print_efficiency(console, data["efficiency"])
+    if data.get("memory"):
+        from .memory_view import print_memory
+        print_memory(console, data["memory"])
     if data.get("critical_path"):
         from .whatif import print_critical_path
         print_critical_path(console, "Critical path", data["critical_path"])

@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ..reporters.fmt import doc_markdown
 from .app import app, fail
@@ -19,18 +17,14 @@ def rules_cmd(
     rules_dir: Annotated[Optional[list[str]], typer.Option("--rules-dir", help="Extra folder of rule files.")] = None,
 ):
     """List the rules, or print one rule's documentation."""
-    console = Console()
     if rule is None:  # the list comes from the catalogue cache: no rule module is imported
         from .catalogue import rule_catalogue
-        t = Table(title="tracelint rules", title_justify="left")
-        columns = ("id", "slug", "severity", "scope", "layers", "summary")
-        for col in columns:
-            t.add_column(col, overflow="fold")
-        for r in rule_catalogue(rules_dir or []):
-            t.add_row(*(",".join(r[c]) if c == "layers" else r[c] for c in columns))
-        console.print(t)
+        from .light import print_rule_list
+        print_rule_list(rule_catalogue(rules_dir or []))
         return
+    from rich.console import Console
     from rich.markdown import Markdown
+    from rich.table import Table
 
     from ..api import available_rules
     from ..engine.config import Config
@@ -41,6 +35,7 @@ def rules_cmd(
         chosen = [r for r in available if matches(r, rule)]
     if not chosen:
         raise fail(f"unknown rule {rule!r} (see `tracelint rules`)")
+    console = Console()
     for r in chosen:
         console.rule(f"[bold]{r.id} {r.slug}[/] — {r.title}")
         console.print(f"severity: {r.severity.value}   layers: {', '.join(sorted(x.value for x in r.layers))}   "

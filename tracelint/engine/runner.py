@@ -44,6 +44,9 @@ def applicable(rule: type[Rule], tl: Timeline) -> str | None:
     missing = ", ".join(sorted(rule.needs))
     if not tl.has_gpu_activity and rule.needs & {"kernels", "copies", "memsets"}:
         return "no GPU activity in the trace"
+    if rule.needs == {"memory"}:
+        return ("the trace has no memory events (record them: tracelint capture "
+                "--profile-memory, torch.profiler profile_memory=True, nsys --cuda-memory-usage=true)")
     return f"the trace has no {missing} events"
 
 
@@ -100,9 +103,10 @@ def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context
             "critical_path": w.critical_path_dict()}
 
 
-#: Cross-rank findings carry no saving yet: each rank replays alone (docs/whatif.md).
-JOB_SAVING_NOTE = ("the job-level replay across ranks (through matched collectives) is not built "
-                   "yet, so a cross-rank fix's saving is not projected")
+#: Cross-rank findings get their saving from the job replay (ranks/job_whatif.py, run by
+#: lint_job); called without it, they say so.
+JOB_SAVING_NOTE = ("no job-level replay was run: the saving of a cross-rank fix comes from "
+                   "replaying the ranks together through their matched collectives (lint_job)")
 
 
 def run_job_rules(members: list, rules: list[type[Rule]], config: Config | None = None):

@@ -3,6 +3,8 @@ events that need all their args (metadata, counters) and the flow-based correlat
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from itertools import compress
+from operator import attrgetter
 from typing import Callable
 
 import msgspec
@@ -10,7 +12,11 @@ import numpy as np
 
 from .kineto_events import (COUNTER_CATS, FLOW_CATS, GPU_TABLES, NO_ARGS, RANGE_KIND,
                             TABLE_OF_CAT, Args, Event)
+from .kineto_memory import MEMORY_CAT, MemoryColumns
 from .kineto_values import dim3, int_col, ints, us_to_ns
+
+_PH, _TS, _DUR, _NAME, _ARGS = map(attrgetter, ("ph", "ts", "dur", "name", "args"))
+_DIMS, _STACK = attrgetter("input_dims"), attrgetter("call_stack")
 
 
 class Builder:
@@ -20,30 +26,41 @@ class Builder:
         self.parts: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
         self.vocab: dict[str, dict[str, int]] = {}
         self.cat_counts: Counter = Counter()
+        self.cat_rank: dict[str, int] = {}     # category -> order of first appearance (ties)
         self.specials: list[msgspec.Raw] = []    # M, C and range-profiler events: need all args
         self.flow_chunks: list[int] = []
         self.bad_ts = self.non_x = self.filled = 0
         self.window: tuple[int, int] | None = None
         self.op_inputs: dict[int, tuple] = {}     # External id -> (name, dims, types, concrete) JSON
         self.call_stacks: list[tuple] = []       # (start, end, pid, tid, text) of legacy stacks
+        self.memory = MemoryColumns()            # profile_memory=True [memory] instant events
 
-    def add_chunk(self, lo: int, events: list[Event], raws: list) -> None:
+    def add_chunk(self, lo: int, events: list[Event], raws) -> None:
+        """One chunk of events, in file order (chunks too); lo: the index of its first event;
+        raws: their raw slices (a sequence aligned with events), read only for the special
+        events. The chunks may be of any size: a table's rows end up ordered by start, then
+        by the rank of their category, then by file order (kineto_tables._sorted)."""
         buckets: dict[str, list[Event]] = defaultdict(list)
         for e in events:
             buckets[e.cat].append(e)
+        if MEMORY_CAT in buckets or "" in buckets:   # explicit hook: kineto_memory keeps [memory]
+            self.memory.add(events, raws)
         for cat, evs in buckets.items():
             self.cat_counts[cat] += len(evs)
+            self.cat_rank.setdefault(cat, len(self.cat_rank))
             if cat in FLOW_CATS:
                 self.flow_chunks.append(lo)
                 continue
-            xs = [e for e in evs if e.ph == "X"]
+            phs = list(map(_PH, evs))
+            n_x = phs.count("X")
+            xs = evs if n_x == len(evs) else list(compress(evs, map("X".__eq__, phs)))
             if cat in TABLE_OF_CAT:
                 self.non_x += len(evs) - len(xs)
                 if xs:
                     self._add(TABLE_OF_CAT[cat], cat, xs)
             elif cat == "Trace" and xs:
                 self._window(xs)
-            if cat in COUNTER_CATS or (len(xs) < len(evs) and any(e.ph in ("M", "C") for e in evs)):
+            if cat in COUNTER_CATS or (len(xs) < len(evs) and ("M" in phs or "C" in phs)):
                 self.specials += [r for r, e in zip(raws, events) if e.cat == cat and (
                     cat in COUNTER_CATS or e.ph in ("M", "C"))]
 
@@ -64,11 +81,13 @@ class Builder:
                 else (lo, hi)
 
     def _add(self, table: str, cat: str, xs: list[Event]) -> None:
-        start, ok = us_to_ns([e.ts for e in xs])
-        c = {"start": start, "end": start + us_to_ns([e.dur for e in xs])[0],
+        start, ok = us_to_ns(list(map(_TS, xs)))
+        c = {"start": start, "end": start + us_to_ns(list(map(_DUR, xs)))[0],
              "pid": int_col(xs, "pid"), "tid": int_col(xs, "tid"),
-             "name": self._codes(table, [e.name for e in xs])}
-        args = [e.args or NO_ARGS for e in xs]
+             "name": self._codes(table, list(map(_NAME, xs)))}
+        args = list(map(_ARGS, xs))
+        if None in args:
+            args = [a or NO_ARGS for a in args]
         if table in GPU_TABLES or table == "syncs":
             _device_stream(c, args)
             c["correlation"] = int_col(args, "correlation")
@@ -89,18 +108,24 @@ class Builder:
         elif table == "ranges":
             c["external_id"] = _external_ids(args)
             c["kind"] = np.full(len(xs), RANGE_KIND[cat], np.int8)
-            for e, ext in zip(xs, c["external_id"]):
-                if e.args is not None and e.args.input_dims and ext >= 0:
-                    a = e.args
-                    self.op_inputs[int(ext)] = (e.name, bytes(a.input_dims), bytes(a.input_type),
-                                                bytes(a.concrete))
+            ext_ids = c["external_id"]
+            for i in compress(range(len(xs)), map(_DIMS, args)):   # rows with "Input Dims"
+                if ext_ids[i] >= 0:
+                    e, a = xs[i], args[i]
+                    self.op_inputs[int(ext_ids[i])] = (e.name, bytes(a.input_dims),
+                                                       bytes(a.input_type), bytes(a.concrete))
             if cat == "gpu_user_annotation":
                 _device_stream(c, args)
             else:     # CPU ops may carry a stream (Triton launches): not device work
                 c["device"], c["stream"] = np.full((2, len(xs)), -1, np.int64)
-            self.call_stacks += [(s, e, p, t, a.call_stack) for s, e, p, t, a, good in zip(
-                c["start"], c["end"], c["pid"], c["tid"], args, ok)
-                if good and isinstance(a.call_stack, str) and a.call_stack]
+            stacks = list(map(_STACK, args))
+            if stacks.count(None) < len(stacks):       # legacy with_stack traces only
+                self.call_stacks += [(s, e, p, t, a.call_stack) for s, e, p, t, a, good in zip(
+                    c["start"], c["end"], c["pid"], c["tid"], args, ok)
+                    if good and isinstance(a.call_stack, str) and a.call_stack]
+        # the category's rank (order of first appearance in the file): rows that tie on start
+        # are ordered by it, then by file order, however the events were cut into chunks
+        c["cat_rank"] = np.full(len(xs), self.cat_rank[cat], np.int32)
         if not ok.all():
             self.bad_ts += int((~ok).sum())
             c = {k: v[ok] for k, v in c.items()}

@@ -27,6 +27,7 @@ from ..timeline.model import Timeline
 from .kineto_columns import Builder
 from .kineto_cupti import add_range_kernels
 from .kineto_events import FLOW_CATS, Event, Top
+from .kineto_memory import attach as attach_memory
 from .kineto_meta import TraceInfo, build_meta
 from .kineto_tables import build_timeline
 from .kineto_values import us_to_ns
@@ -66,6 +67,7 @@ def _finish(path: Path, cols: dict, specials: list[dict], build: Builder, info: 
     report("build", 0.0)
     tl = build_timeline(cols, specials, build)
     tl.meta = build_meta(path, info, tl, build, specials)
+    attach_memory(tl, build.memory, us_to_ns, bool(info.top.profile_memory))   # [memory] events
     add_range_kernels(tl, specials, us_to_ns)     # CUPTI counters: kernels with synthetic times
     report("build", 1.0)
     return tl
@@ -84,14 +86,16 @@ def _load_in_ranges(path: Path, report) -> Timeline | None:
             return None
         top_bytes, ranges = kr.plan(path, path.stat().st_size)
         report("read", 1.0)
-        specials, firsts, shapes = kr.decode_in_ranges(path, ranges, build, _event_decoder(),
-                                                       CHUNK, report)
+        from . import kineto_parallel as kp
+        specials, firsts, shapes = (kr.decode_in_ranges(path, ranges, build, report)
+                                    if kp.workers() < 2 else
+                                    kp.decode_parallel(path, ranges, build, report, kp.workers()))
         top = msgspec.json.decode(top_bytes, type=Top)
     except (kr.NotSplittable, OSError, msgspec.DecodeError, TraceFormatError):
         return None
     cols = build.columns()
     build.fill_correlation_from_flows(cols, lambda: kr.flow_events(
-        path, ranges, firsts, build.flow_chunks, _event_decoder(), CHUNK, FLOW_CATS))
+        path, ranges, firsts, build.flow_chunks, FLOW_CATS))
     info = TraceInfo(top, shapes=bool(top.record_shapes) or shapes
                       or top_bytes.find(b'"Input Dims"') >= 0)
     return _finish(path, cols, specials, build, info, report)

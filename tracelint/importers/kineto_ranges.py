@@ -17,6 +17,8 @@ from pathlib import Path
 
 import msgspec
 
+from .kineto_events import Event
+
 RANGE_BYTES = 4 << 20             # bytes per range: bounds the transient buffer and Raw slices
 STREAM_MIN = 64 << 20             # smaller files take the whole-buffer path
 _HEAD_MAX = 4 << 20               # "traceEvents" must start within this many bytes
@@ -77,59 +79,83 @@ def _array_end(path: Path, size: int, last_start: int, prefix: bytes) -> tuple[i
     raise NotSplittable("end of traceEvents not found")
 
 
-def _raws(path: Path, start: int, end: int) -> tuple[list[msgspec.Raw], bool]:
-    """The events of one range as Raw slices, and whether it mentions "Input Dims"."""
-    buf = bytearray(end - start + 2)         # `[` + the range + `]`, read in place: no copy
+def _read(path: Path, start: int, end: int) -> bytearray:
+    """`[` + the bytes of one range + `]`, read in place: no copy."""
+    buf = bytearray(end - start + 2)
     buf[0], buf[-1] = ord("["), ord("]")
     with open(path, "rb") as fh:
         fh.seek(start)
         if fh.readinto(memoryview(buf)[1:-1]) != end - start:
             raise NotSplittable("file changed while reading")
+    return buf
+
+
+def _split(buf: bytearray) -> list[msgspec.Raw]:
     try:
-        return msgspec.json.decode(buf, type=list[msgspec.Raw]), buf.find(b'"Input Dims"') >= 0
+        return msgspec.json.decode(buf, type=list[msgspec.Raw])
     except msgspec.DecodeError as exc:      # a cut inside a nested object: not event boundaries
         raise NotSplittable(str(exc)) from None
 
 
-def decode_in_ranges(path: Path, ranges: list[tuple[int, int]], build, dec, chunk: int, report):
-    """Feed every event to build in the same batches (of `chunk` events) as one pass over the whole
-    file (a batch may span two ranges), so tables come out in the same row order. Special
-    events are decoded batch by batch, so no Raw outlives its range's buffer for long.
-    dec: raw event -> kineto_json's event Struct; chunk: its batch size.
-    Returns (specials, first event index of each range, shapes seen)."""
-    pending: list = []
+def _raws(path: Path, start: int, end: int) -> tuple[list[msgspec.Raw], bool]:
+    """The events of one range as Raw slices, and whether it mentions "Input Dims"."""
+    buf = _read(path, start, end)
+    return _split(buf), buf.find(b'"Input Dims"') >= 0
+
+
+class LazyRaws:
+    """The raw slices of one range's events (a sequence aligned with its decoded events),
+    split from the range buffer on first use. Most ranges never need them: the events are
+    decoded straight from the buffer, one msgspec call per range."""
+
+    def __init__(self, buf: bytearray):
+        self._buf, self._list = buf, None
+
+    def _all(self) -> list[msgspec.Raw]:
+        if self._list is None:
+            self._list, self._buf = _split(self._buf), None
+        return self._list
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __getitem__(self, i):
+        return self._all()[i]
+
+
+def decode_in_ranges(path: Path, ranges: list[tuple[int, int]], build, report):
+    """Decode each range straight into event Structs (one msgspec call, no Raw slice per
+    event) and feed them to build as one chunk (row order does not depend on the chunks:
+    kineto_columns.Builder.add_chunk); the Structs of a range die before the next is read.
+    Special events are decoded range by range. Returns (specials, first event index of each
+    range, shapes seen)."""
+    decode = msgspec.json.Decoder(list[Event], float_hook=str.encode).decode  # floats as text
     lo, specials, firsts, shapes = 0, [], [], False
     for i, (start, end) in enumerate(ranges):
-        raws, dims = _raws(path, start, end)
-        shapes |= dims
-        firsts.append(lo + len(pending))
-        pending += raws
-        del raws
-        last = i == len(ranges) - 1
-        while len(pending) >= chunk or (last and pending):
-            part, pending = pending[:chunk], pending[chunk:]
-            try:
-                events = list(map(dec, part))
-            except msgspec.DecodeError as exc:   # the whole-buffer path words the error
-                raise NotSplittable(str(exc)) from None
-            build.add_chunk(lo, events, part)
-            specials += build.decode_specials()
-            build.specials = []
-            lo += len(part)
+        buf = _read(path, start, end)
+        shapes |= buf.find(b'"Input Dims"') >= 0
+        try:
+            events = decode(buf)
+        except msgspec.DecodeError as exc:   # the whole-buffer path words the error
+            raise NotSplittable(str(exc)) from None
+        firsts.append(lo)
+        build.add_chunk(lo, events, LazyRaws(buf))
+        specials += build.decode_specials()
+        build.specials = []
+        lo += len(events)
+        del events, buf
         report("decode", (i + 1) / len(ranges))
     return specials, firsts, shapes
 
 
-
-def flow_events(path: Path, ranges: list[tuple[int, int]], firsts: list[int], batches: list[int],
-                dec, chunk: int, flow_cats):
-    """The flow events of each batch that holds some (re-read only when a correlation is
-    missing): batch lo covers events lo .. lo + chunk - 1, in one or two ranges."""
-    for lo in sorted(set(batches)):
-        events = []
-        for i, (start, end) in enumerate(ranges):
-            first, nxt = firsts[i], firsts[i + 1] if i + 1 < len(firsts) else None
-            if (nxt is None or nxt > lo) and first < lo + chunk:
-                raws = _raws(path, start, end)[0]
-                events += raws[max(0, lo - first):lo + chunk - first]
-        yield [e for e in map(dec, events) if e.cat in flow_cats]
+def flow_events(path: Path, ranges: list[tuple[int, int]], firsts: list[int], chunks: list[int],
+                flow_cats):
+    """The flow events of each range that holds some (re-read only when a correlation is
+    missing); chunks: the first event index of those ranges (Builder.flow_chunks)."""
+    decode = msgspec.json.Decoder(list[Event], float_hook=str.encode).decode
+    for lo in sorted(set(chunks)):
+        start, end = ranges[firsts.index(lo)]
+        yield [e for e in decode(_read(path, start, end)) if e.cat in flow_cats]

@@ -65,8 +65,13 @@ def build_timeline(cols: dict, specials: list[dict], build: Builder) -> Timeline
 
 
 def _sorted(c: dict) -> dict:
-    """Rows by start, in place: the unsorted arrays are dropped one by one (memory peak)."""
-    order = np.argsort(c["start"], kind="stable")
+    """Rows by start, then by the rank of their category (order of first appearance in the
+    file), then in file order, whatever chunks the events were decoded in; in place: the
+    unsorted arrays are dropped one by one (memory peak)."""
+    rank = c.pop("cat_rank")
+    order = (np.argsort(c["start"], kind="stable") if (rank == rank[:1]).all()
+             else np.lexsort((rank, c["start"])))
+    del rank
     for k in list(c):
         c[k] = c[k][order]
     return c

@@ -27,6 +27,7 @@ from .nsys_activity import read_copies, read_kernels, read_memsets
 from .nsys_callchains import callchain_frames
 from .nsys_db import Db, one_line
 from .nsys_host import read_api_calls, read_ranges, read_syncs
+from .nsys_memory import memory_table
 from .nsys_meta import finish_meta, start_meta
 from .nsys_metrics import read_metrics
 
@@ -60,6 +61,9 @@ def load_nsys_sqlite(path, progress=None) -> Timeline:
             tl.meta.extra["python_frame_lines"] = "native"
             tl.meta.captured.add("cuda_backtraces")
         finish_meta(db, tl)
+        memory = memory_table(db, tl)        # CUDA_GPU_MEMORY_USAGE_EVENTS, after meta (counts)
+        if memory is not None:
+            tl.memory = memory
         report("done", 1.0)
         return tl
     except sqlite3.Error as exc:

@@ -328,14 +328,16 @@ def group_job(summaries: list[RankSummary]) -> tuple[list[RankSummary], list[dic
 
 
 def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | None = None,
-             dask_address: Any = None, progress: bool | Progress = False) -> JobReport:
+             dask_address: Any = None, progress: bool | Progress = False,
+             replay: bool = True) -> JobReport:
     """Lint the traces of one distributed job: per-rank findings plus cross-rank findings.
 
     paths: files, folders, globs or fsspec URLs. jobs: local worker processes (default
     min(cpus, ranks); 0 runs in this process). dask_address: a scheduler address or a
     distributed.Client; the workers read the traces themselves, so paths must be visible to
     them (a shared file system or any fsspec URL). progress: True for a bar on stderr (TTY
-    only), or a callback(done, total, label).
+    only), or a callback(done, total, label). replay: project the cross-rank findings' savings
+    by replaying the ranks together (job_whatif.py; loads each rank's trace again).
     """
     t0 = time.perf_counter()
     from ..api import lint_job_rules
@@ -348,6 +350,13 @@ def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | Non
     members, excluded, group_notes = group_job(summaries)
     t1 = time.perf_counter()
     findings, infos, skipped, suppressed, ctx = lint_job_rules(members, config)
+    whatif = {}
+    if replay:
+        from .job_whatif import project_job_savings
+        t2 = time.perf_counter()
+        whatif = project_job_savings(members, findings, ctx) or {}
+        if whatif:
+            whatif["elapsed_s"] = round(time.perf_counter() - t2, 3)
     world = max([s.world_size or 0 for s in members] + [0]) or None
     if world and members and len(members) < world:
         group_notes.append(f"{len(members)} of {world} ranks present: cross-rank figures describe these "
@@ -357,7 +366,7 @@ def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | Non
                      failed=failed, excluded=excluded, skipped=skipped, suppressed=suppressed,
                      world_size=world, notes=notes + group_notes, execution=execution,
                      elapsed_s={"map": t_map, "reduce": t_end - t1, "total": t_end - t0},
-                     context=ctx)
+                     context=ctx, whatif=whatif)
 
 
 class _progress_bar:

@@ -7,6 +7,8 @@ import os
 import re
 from typing import Any
 
+import numpy as np
+
 _RANK_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?:of(\d+))?", re.I)
 _OF_NAME = re.compile(r"(?:^|[^a-z0-9])(\d+)of(\d+)(?:[^0-9]|$)", re.I)
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]+://|::")
@@ -63,7 +65,16 @@ def _filter_process(tl, pid: int, devices: list[int]):
             sel = df["device"].isin(devices) | (df["device"] < 0)
         else:
             sel = df["pid"] == pid
-        kw[t] = df[sel.to_numpy()].reset_index(drop=True)
+        keep = sel.to_numpy()
+        part = df[keep].reset_index(drop=True)
+        if "parent" in part.columns and len(df):
+            # parent is a row of the same table: renumber it for the kept rows (-1 if dropped)
+            new_row = np.full(len(df), -1, dtype=np.int64)
+            new_row[keep] = np.arange(int(keep.sum()))
+            par = part["parent"].to_numpy(np.int64)
+            ok = (par >= 0) & (par < len(df))
+            part["parent"] = np.where(ok, new_row[np.clip(par, 0, len(df) - 1)], -1)
+        kw[t] = part
     meta = dataclasses.replace(tl.meta, devices=[d for d in tl.meta.devices if d.id in devices] or
                                list(tl.meta.devices), notes=list(tl.meta.notes),
                                captured=set(tl.meta.captured), extra=dict(tl.meta.extra))

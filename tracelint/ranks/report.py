@@ -62,10 +62,13 @@ class JobReport:
     execution: dict[str, Any] = field(default_factory=dict)
     elapsed_s: dict[str, float] = field(default_factory=dict)
     context: Any = None                           # JobContext (not serialised)
+    whatif: dict[str, Any] = field(default_factory=dict)   # job replay: fidelity, saving_all_ns
 
     # ----- views -----------------------------------------------------------------------------
     def sorted_findings(self) -> list[Finding]:
-        return sorted(self.findings, key=lambda f: (-f.severity.rank, -f.impact_ns, f.rule))
+        """By projected job saving (job replay); findings without one after those with one."""
+        return sorted(self.findings, key=lambda f: (f.saving_ns is None, -(f.saving_ns or 0),
+                                                    -f.severity.rank, -f.impact_ns, f.rule))
 
     def rank_findings(self) -> list[dict[str, Any]]:
         """Every per-rank finding (dicts), each with where.rank set."""
@@ -117,6 +120,7 @@ class JobReport:
             "collectives_matched_by": ctx.coll_matched_by if ctx else None,
             "collective_calls_matched": int(len(ctx.matched)) if ctx is not None else 0,
             "window_ns": int(ctx.window_ns) if ctx is not None else 0,
+            "saving_all_ns": (self.whatif or {}).get("saving_all_ns"),
             "findings_by_severity": self.findings_by_severity(),
             "per_rank_findings_by_severity": self.findings_by_severity(per_rank=True),
         }
@@ -200,6 +204,7 @@ class JobReport:
                        for s in self.failed],
             "excluded": _plain(self.excluded),
             "job": self.job_tables(),
+            "whatif": _plain(self.whatif),
             "rules": [r.to_dict() for r in self.rules],
             "skipped_rules": dict(self.skipped),
             "suppressed_by_baseline": self.suppressed,

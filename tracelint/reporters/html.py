@@ -20,6 +20,7 @@ from ..engine.report import Report
 from ..timeline import intervals
 from . import svg
 from .efficiency_html import efficiency_section
+from .memory_svg import memory_plots
 from .fmt import (STATUS_MARK, STATUS_WORDS, clean, fact_label, finding_windows, fmt_count,
                   fmt_measure, fmt_ms, fmt_ns, fmt_share, trace_origin, where_parts)
 from .templating import environment
@@ -222,7 +223,7 @@ def render_html(report: Report, max_cards: int = MAX_CARDS, max_rows: int = MAX_
         "summary": s, "has_gpu": s["has_gpu_activity"],
         "notes": [clean(n) for n in s["notes"]],
         "devices": _devices(report, numbered) if s["has_gpu_activity"] else [],
-        "plots": _plots(report),
+        "plots": _plots(report) + memory_plots(report),
         "efficiency": efficiency_section(report),
         "critical_path": _critical_path(report),
         "cards": [_card(n, f, origin) for n, f in numbered[:max_cards]],

@@ -55,6 +55,9 @@ def render_job_terminal(report: JobReport, console=None, verbose: bool = False,
     cross = ", ".join(f"[{SEV_STYLE[k]}]{v} {k}[/]" for k, v in bs.items() if v) or "[green]none[/]"
     per = ", ".join(f"{v} {k}" for k, v in br.items() if v) or "none"
     p(f"cross-rank findings: {cross} · per-rank findings: {per}")
+    if s.get("saving_all_ns") is not None:
+        p(f"projected job saving of all cross-rank fixes (ranks replayed together): "
+          f"[bold]{fmt_ns(s['saving_all_ns'])}[/]")
     if report.failed:
         p(f"[bold red]{len(report.failed)} rank(s) failed[/] (listed below); the others were analysed")
     p()
@@ -104,10 +107,13 @@ def render_job_terminal(report: JobReport, console=None, verbose: bool = False,
         for f in findings:
             who = f"rank {f.where.rank}" if f.where.rank is not None else "job"
             p(f"[{SEV_STYLE[f.severity.value]}]{f.severity.value.upper()}[/] [bold]{f.rule}[/] "
-              f"{f.slug} · {who} · impact {fmt_ns(f.impact_ns)}")
+              f"{f.slug} · {who} · " + (f"projected job saving [bold]{fmt_ns(f.saving_ns)}[/] · time touched "
+                                         if f.saving_ns is not None else "impact ") + fmt_ns(f.impact_ns))
             p(f"  {e(f.message)}")
             if quiet:
                 continue
+            if f.saving_ns is None and f.saving_note:
+                p(f"  [dim]saving:[/] {e(f.saving_note, None if verbose else 300)}")
             for layer in LAYERS:
                 ev = f.evidence.get(layer)
                 if ev is None or (ev.status == "not_applicable" and not verbose):
@@ -255,6 +261,8 @@ def exposed_chart(report: JobReport, max_ranks: int = 128) -> dict[str, Any] | N
 def _finding_card(f: Finding) -> dict[str, Any]:
     return {"rule": f.rule, "slug": f.slug, "title": f.title, "severity": f.severity.value,
             "message": f.message, "impact": fmt_ns(f.impact_ns),
+            "saving": fmt_ns(f.saving_ns) if f.saving_ns is not None else "",
+            "saving_note": f.saving_note or "",
             "who": f"rank {f.where.rank}" if f.where.rank is not None else "whole job",
             "evidence": [{"layer": layer.value, "status": f.evidence[layer].status,
                           "summary": f.evidence[layer].summary,
@@ -316,10 +324,12 @@ def render_job_markdown(report: JobReport) -> str:
 
     from .markdown import md_escape as md      # names are untrusted: one Markdown escaper
     if report.findings:
-        lines += ["## Cross-rank findings", "", "| severity | rule | who | message |", "|---|---|---|---|"]
+        lines += ["## Cross-rank findings", "", "| severity | rule | who | projected job saving | message |",
+                  "|---|---|---|---:|---|"]
         for f in report.sorted_findings():
             who = f"rank {f.where.rank}" if f.where.rank is not None else "job"
-            lines.append(f"| {f.severity.value} | {f.rule} {f.slug} | {who} | {md(f.message)} |")
+            saving = fmt_ns(f.saving_ns) if f.saving_ns is not None else "n/a"
+            lines.append(f"| {f.severity.value} | {f.rule} {f.slug} | {who} | {saving} | {md(f.message)} |")
         lines.append("")
     ctx = report.context
     if ctx is not None and len(ctx.rank_table):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ..errors import TracelintError
 from . import patterns as P
-from .scan import _q, detect_format, open_readonly, sqlite_tables
+from .scan import detect_format
+from .sqlite_cells import open_readonly, quote_name, sqlite_tables
 
 LIMIT = 20
 
@@ -30,16 +31,16 @@ def odd_cell_hits(path: str | Path) -> list[str]:
             if isinstance(sql, str) and _secret(sql):
                 out.append(f"sqlite_master.sql of {name}")
         for table in sqlite_tables(con):
-            info = con.execute(f"PRAGMA table_info({_q(table)})").fetchall()
+            info = con.execute(f"PRAGMA table_info({quote_name(table)})").fetchall()
             cols = [r[1] for r in info]
             if not cols:
                 continue
-            odd = " OR ".join(f"typeof({_q(c)}) = 'blob'" + (
-                f" OR typeof({_q(c)}) = 'text'" if "INT" in (r[2] or "").upper()
+            odd = " OR ".join(f"typeof({quote_name(c)}) = 'blob'" + (
+                f" OR typeof({quote_name(c)}) = 'text'" if "INT" in (r[2] or "").upper()
                 or any(t in (r[2] or "").upper() for t in ("REAL", "FLOA", "DOUB")) else "")
                 for c, r in zip(cols, info))
-            sel = ", ".join(f"CAST({_q(c)} AS BLOB)" for c in cols)
-            for row in con.execute(f"SELECT rowid, {sel} FROM {_q(table)} WHERE {odd}"):
+            sel = ", ".join(f"CAST({quote_name(c)} AS BLOB)" for c in cols)
+            for row in con.execute(f"SELECT rowid, {sel} FROM {quote_name(table)} WHERE {odd}"):
                 for c, v in zip(cols, row[1:]):
                     if isinstance(v, bytes) and _secret(v.decode("utf-8", "replace")):
                         out.append(f"{table}.{c} rowid={row[0]}")

@@ -30,10 +30,10 @@ import msgspec
 from ..errors import TracelintError, TraceFormatError
 from ..io import copy_sqlite, write_atomic
 from . import patterns as P
-from .scan import (Collector, Hit, ScanResult, detect_format, events_of,
-                   iter_sqlite_text, json_hits, json_matches, needles_in,
-                   read_json_bytes, scan_file, split_json, suspicious, walk_json, encode_text,
-                   _q)
+from .json_slices import events_of, needles_in, read_json_bytes, split_json, suspicious
+from .scan import (Collector, Hit, ScanResult, detect_format, json_hits, json_matches,
+                   scan_file, walk_json)
+from .sqlite_cells import encode_text, iter_sqlite_text, quote_name
 
 _EXACT_DEC = msgspec.json.Decoder(float_hook=Decimal)
 _EXACT_ENC = msgspec.json.Encoder(decimal_format="number")
@@ -152,11 +152,11 @@ def _redact_sqlite(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -
             with out:
                 for table, column, rowid, old, new in updates:
                     if rowid is not None:
-                        out.execute(f"UPDATE {_q(table)} SET {_q(column)} = CAST(? AS TEXT) "
-                                    "WHERE rowid = ?", (encode_text(new), rowid))
+                        out.execute(f"UPDATE {quote_name(table)} SET {quote_name(column)} = "
+                                    "CAST(? AS TEXT) WHERE rowid = ?", (encode_text(new), rowid))
                     else:
-                        out.execute(f"UPDATE {_q(table)} SET {_q(column)} = CAST(? AS TEXT) "
-                                    f"WHERE {_q(column)} = CAST(? AS TEXT)",
+                        out.execute(f"UPDATE {quote_name(table)} SET {quote_name(column)} = "
+                                    f"CAST(? AS TEXT) WHERE {quote_name(column)} = CAST(? AS TEXT)",
                                     (encode_text(new), encode_text(old)))
             out.execute("VACUUM")
             check = out.execute("PRAGMA integrity_check").fetchall()

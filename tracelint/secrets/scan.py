@@ -8,6 +8,9 @@ read as bytes (``CAST(col AS BLOB)``, so NUL separated environment blocks stay w
 JSON: the top level is split into raw slices with msgspec; only the slices whose bytes could
 hold a match (a lower-case literal of ``patterns.*_NEEDLES``) are decoded and walked, keys
 and values; a file whose bytes hold none of them is not walked at all.
+
+Hit locations: locations.py; the SQLite cells: sqlite_cells.py; JSON slices and the byte
+pre-filter: json_slices.py; hits -> TL100/TL101 findings: findings.py.
 """
 from __future__ import annotations
 
@@ -18,13 +21,16 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import msgspec
 
 from ..errors import TraceFormatError
-from ..io import readonly_sqlite_uri
 from . import patterns as P
+from .json_slices import (RAW_TOP, events_of, needles_in, read_json_bytes, split_json,
+                          suspicious)
+from .locations import json_path, safe_label
+from .sqlite_cells import iter_sqlite_text, open_readonly
 
 SEVERITY = {P.SECRET: "error", P.PERSONAL: "info"}
 
@@ -88,126 +94,6 @@ class ScanResult:
         return P.NameSet(kinds)
 
 
-# ----------------------------------------------------------------------------------------
-# locations
-# ----------------------------------------------------------------------------------------
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@lru_cache(maxsize=8192)
-def safe_label(text: str, limit: int = 80) -> str:
-    """A key / name as it may appear in a location: secrets and personal data scrubbed."""
-    text = P.scrub_string(str(text), paths=True)
-    text = re.sub(r"[\x00-\x1f\x7f]", " ", text)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def json_path(parts: list, generic: bool = False) -> str:
-    out = ["$"]
-    for p in parts:
-        if isinstance(p, int):
-            out.append("[*]" if generic else f"[{p}]")
-        else:
-            k = safe_label(p)
-            out.append(f".{k}" if _IDENT.match(k) else f"[{msgspec.json.encode(k).decode()}]")
-    return "".join(out)
-
-
-# ----------------------------------------------------------------------------------------
-# SQLite
-# ----------------------------------------------------------------------------------------
-@dataclass
-class TextCell:
-    table: str
-    column: str
-    rowid: int | None        # None for WITHOUT ROWID tables (updated by value)
-    row_label: str           # id=17 | rowid=5 | row 3
-    key: str | None          # the row's `name` for the `value` column of a key/value table
-    text: str                # decoded with surrogateescape: bytes round-trip exactly
-
-    @property
-    def location(self) -> str:
-        key = f" name={safe_label(self.key, 40)}" if self.key else ""
-        return f"{self.table}.{self.column}[{self.row_label}{key}]"
-
-    @property
-    def container(self) -> str:
-        return f"{self.table}.{self.column}"
-
-
-def _decode(b: bytes) -> str:
-    return b.decode("utf-8", "surrogateescape")
-
-
-def encode_text(s: str) -> bytes:
-    return s.encode("utf-8", "surrogateescape")
-
-
-def sqlite_tables(con: sqlite3.Connection) -> list[str]:
-    rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                       "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name").fetchall()
-    return [r[0] for r in rows]
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _may_hold_text(decl: str | None) -> bool:
-    """SQLite type affinity of a declared column type: INTEGER and REAL columns are skipped
-    (SQLite would turn a numeric-looking value into a number there, and exporters never put
-    text in them); TEXT, BLOB / untyped and NUMERIC ("JSON", ...) columns are scanned."""
-    d = (decl or "").upper()
-    if "INT" in d:
-        return False
-    if any(t in d for t in ("CHAR", "CLOB", "TEXT")) or "BLOB" in d or not d:
-        return True
-    return not any(t in d for t in ("REAL", "FLOA", "DOUB"))
-
-
-def iter_sqlite_text(con: sqlite3.Connection) -> Iterator[TextCell]:
-    """Every TEXT value of every table's text-capable columns, with its row."""
-    for table in sqlite_tables(con):
-        info = con.execute(f"PRAGMA table_info({_q(table)})").fetchall()
-        cols = [r[1] for r in info if _may_hold_text(r[2])]
-        if not cols:
-            continue
-        all_cols = [r[1] for r in info]
-        pk = [r[1] for r in info if r[5]]
-        int_pk = pk[0] if len(pk) == 1 and "INT" in (info[all_cols.index(pk[0])][2] or "").upper() else None
-        lower = {c.lower(): c for c in cols}
-        kv_name = lower.get("name") if "value" in lower and "name" in lower else None
-        kv_value = lower.get("value") if kv_name else None
-        try:
-            con.execute(f"SELECT rowid FROM {_q(table)} LIMIT 0")
-            has_rowid = True
-        except sqlite3.OperationalError:
-            has_rowid = False
-        sel = ", ".join(f"CASE WHEN typeof({_q(c)}) = 'text' THEN CAST({_q(c)} AS BLOB) END"
-                        for c in cols)
-        where = " OR ".join(f"typeof({_q(c)}) = 'text'" for c in cols)
-        head = "rowid, " if has_rowid else ""
-        cur = con.execute(f"SELECT {head}{sel} FROM {_q(table)} WHERE {where}")
-        for n, row in enumerate(cur):
-            rowid = row[0] if has_rowid else None
-            vals = row[1:] if has_rowid else row
-            label = (f"{int_pk}={rowid}" if int_pk else f"rowid={rowid}") if has_rowid else f"row {n}"
-            key = None
-            if kv_name is not None:
-                kb = vals[cols.index(kv_name)]
-                key = _decode(kb) if kb is not None else None
-            for c, v in zip(cols, vals):
-                if v is None:
-                    continue
-                yield TextCell(table, c, rowid, label, key if c == kv_value else None, _decode(v))
-
-
-def open_readonly(path: str | Path) -> sqlite3.Connection:
-    con = sqlite3.connect(readonly_sqlite_uri(path), uri=True)
-    con.execute("SELECT count(*) FROM sqlite_master").fetchone()   # fails early on non-SQLite
-    return con
-
-
 def scan_sqlite(path: str | Path, personal: bool = True) -> Collector:
     col = Collector()
     try:
@@ -229,96 +115,7 @@ def scan_sqlite(path: str | Path, personal: bool = True) -> Collector:
 # ----------------------------------------------------------------------------------------
 # JSON
 # ----------------------------------------------------------------------------------------
-#: A raw JSON slice that cannot contain a match is never decoded. The bytes are first
-#: lower-cased and squeezed (digits, spaces and punctuation no needle uses are deleted, in one
-#: C pass): the needle searches then read half the bytes. Squeezing can only add matches
-#: (false candidates cost a decode), never hide one. Escapes force decoding.
-BYTE_NEEDLES = tuple(n.encode() for n in (*P.SECRET_NEEDLES, *P.PERSONAL_NEEDLES,
-                                          *P.JSON_KEY_NEEDLES)) + (b"\\u", b"\\/")
-_KEEP = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-:/@=\"\\?")
-_LOWER = bytes((c + 32) if 65 <= c <= 90 else c for c in range(256))
-_DELETE = bytes(c for c in range(256) if c not in _KEEP)
-assert all(set(n) <= _KEEP for n in BYTE_NEEDLES)
-
-
-def squeeze(data) -> bytes:
-    return bytes(data).translate(_LOWER, _DELETE)
-
-
-_RAW_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY = msgspec.json.Decoder()
-
-
-def read_json_bytes(path: str | Path) -> tuple[bytes, bool]:
-    """(decompressed bytes, was_gzip)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        from ..io import gunzip_capped
-        return gunzip_capped(data, path), True
-    return data, False
-
-
-def split_json(path: str | Path, data: bytes) -> tuple[str, dict[str, msgspec.Raw] | list[msgspec.Raw]]:
-    """('object', {key: raw}) or ('array', [raw, ...]); a clean one-line error otherwise."""
-    body = data.lstrip()
-    if body[:3] == b"\xef\xbb\xbf":
-        body = body[3:].lstrip()
-    try:
-        if body[:1] == b"{":
-            return "object", _RAW_TOP.decode(body)
-        if body[:1] == b"[":
-            return "array", _RAW_LIST.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        kind = "truncated JSON" if "truncated" in str(exc) else "malformed JSON"
-        msg = " ".join(str(exc).split())[:200]
-        raise TraceFormatError(f"{path}: {kind} ({msg})") from None
-    raise TraceFormatError(f"{path}: not a JSON trace (expected an object or array)")
-
-
-def events_of(kind: str, top) -> tuple[list, list[msgspec.Raw]]:
-    """(path prefix, raw events) of the traceEvents array, when it is one."""
-    if kind == "array":
-        return [], top
-    raw = top.get("traceEvents")
-    if raw is None:
-        return ["traceEvents"], []
-    try:
-        return ["traceEvents"], _RAW_LIST.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return ["traceEvents"], []
-
-
-def needles_in(data: bytes, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> tuple[bytes, ...]:
-    """The needles present in `data`, squeezed (what suspicious() takes).
-
-    Big buffers first get a table of the byte pairs they contain (one vectorised pass): a
-    needle with a pair that never occurs cannot occur, and is not searched for.
-    """
-    small = squeeze(data)
-    cands = [q for q in {squeeze(n) for n in needles} if q]
-    if len(small) > (1 << 20) and cands:
-        import numpy as np
-        a = np.frombuffer(small, np.uint8)
-        seen = np.zeros(65536, bool)
-        for lo in range(0, len(a) - 1, 1 << 24):          # bounded temporary memory
-            part = a[lo:lo + (1 << 24) + 1]
-            seen[(part[:-1].astype(np.uint16) << 8) | part[1:]] = True
-        cands = [q for q in cands if all(seen[(q[i] << 8) | q[i + 1]] for i in range(len(q) - 1))]
-    return tuple(q for q in cands if q in small)
-
-
-def suspicious(raw: msgspec.Raw | bytes, needles: tuple[bytes, ...]) -> bool:
-    """Could this raw slice hold a match? `needles`: from needles_in()."""
-    if not needles:
-        return False
-    small = squeeze(raw)
-    return any(n in small for n in needles)
-
-
 _KEY_INTEREST: dict[str, bool] = {}
 
 
@@ -454,7 +251,7 @@ def _metadata_only(path: Path, window: int = 4 << 20) -> dict[str, msgspec.Raw] 
     ends = [m.start() for m in re.finditer(rb"\]", tail)][-64:]
     for k in reversed(ends):
         try:
-            return _RAW_TOP.decode(head[:i] + b'"traceEvents":[]' + tail[k + 1:])
+            return RAW_TOP.decode(head[:i] + b'"traceEvents":[]' + tail[k + 1:])
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
     return None
@@ -549,111 +346,3 @@ def is_file(path: str | os.PathLike | None) -> bool:
         return bool(path) and Path(path).is_file()
     except OSError:
         return False
-
-
-# ----------------------------------------------------------------------------------------
-# findings (shared by TL100 and TL101)
-# ----------------------------------------------------------------------------------------
-def grouped(res: ScanResult, category: str, by_container: bool = True
-            ) -> list[tuple[str, str, int, list[Hit]]]:
-    """(kind, container, exact count, kept hits) per group of one category, biggest first.
-    by_container=False: one group per kind (container lists every container, in order)."""
-    groups: dict[tuple[str, str], list[Hit]] = {}
-    for h in res.hits:
-        if h.category == category:
-            groups.setdefault((h.kind, h.container if by_container else ""), []).append(h)
-    out = []
-    for (k, c), hs in groups.items():
-        if by_container:
-            n = max(res.count(k, c), len(hs))
-        else:
-            n = max(sum(v for (kk, _), v in res.counts.items() if kk == k), len(hs))
-            c = ", ".join(dict.fromkeys(h.container for h in hs))
-        out.append((k, c, n, hs))
-    return sorted(out, key=lambda g: (-g[2], g[0], g[1]))
-
-
-def _listing(items: list[str], total: int, limit: int = 6) -> str:
-    shown = items[:limit]
-    more = max(total - len(shown), 0)
-    return ", ".join(shown) + (f" and {more} more" if more else "")
-
-
-def scan_path(tl) -> str:
-    """The file the trace was read from: its source, or the local copy a job worker read a
-    URL through (meta.extra['read_from'])."""
-    return str(tl.meta.extra.get("read_from") or tl.meta.source)
-
-
-def why_unscannable(tl) -> str | None:
-    """None when the trace's own file can be scanned, else why not (the rule is skipped)."""
-    if not is_file(scan_path(tl)):
-        return ("the trace was not loaded from a file that can be read again (an in-memory "
-                "Timeline, or a .nsys-rep exported to a temporary SQLite file): scan the "
-                "file itself with `tracelint redact --check FILE`")
-    return None
-
-
-def rule_findings(rule, ctx, category: str, by_container: bool = True):
-    """One finding per (kind, container) group (per kind with by_container=False) of the
-    trace file's hits of `category`.
-
-    Nothing when the trace was not loaded from a readable file (an in-memory Timeline, a
-    .nsys-rep exported to a temporary SQLite file): there is no file to point at.
-    """
-    from ..engine.finding import Evidence, Layer, Measure, Where
-    from ..errors import TracelintError
-    tl = ctx.tl
-    src = tl.meta.source
-    if not is_file(scan_path(tl)):
-        return
-    try:
-        res = scan_file(scan_path(tl), deep=False)
-    except (TracelintError, OSError, sqlite3.Error):
-        return
-    if tl.meta.format and res.format != tl.meta.format:
-        return
-    if res.partial and category == P.SECRET:
-        yield _partial_scan_finding(rule, ctx, scan_path(tl))
-    for kind, container, n, hits in grouped(res, category, by_container):
-        label = P.KIND_LABELS.get(kind, kind)
-        locations = list(dict.fromkeys(h.location for h in hits))
-        names = list(dict.fromkeys(h.name for h in hits if h.name))
-        previews = list(dict.fromkeys(h.preview for h in hits))
-        named = f" under {_listing(names, len(names), 6)}" if names else ""
-        values = f"{n} value{'s' if n != 1 else ''}"
-        message = (f"{label} in {container}: {values}{named}, first at {locations[0]} "
-                   f"({previews[0]})")
-        capped = n > len(hits)          # more values than hits kept: places are a lower bound
-        n_loc = len(locations)
-        places = f"{n_loc}{'+' if capped else ''} place{'s' if n_loc != 1 or capped else ''}"
-        system = Evidence.measured(
-            f"{values} in {places}: {_listing(locations, n_loc, 6)}{', …' if capped else ''}; "
-            f"shown masked: {_listing(previews, len(previews), 4)}.",
-            count=Measure(n, "count"), locations=Measure(n_loc, "count"))
-        yield rule.finding(
-            ctx, message=message, impact_ns=0,
-            where=Where(file=str(src), function=locations[0], rank=tl.meta.rank),
-            occurrences=n,
-            evidence={Layer.SYSTEM: system,
-                      Layer.KERNEL: Evidence.not_applicable("security finding"),
-                      Layer.MICROARCH: Evidence.not_applicable("security finding")},
-            metrics={"count": Measure(n, "count")},
-            key=f"{kind}@{container}" if by_container else kind)
-
-
-def _partial_scan_finding(rule, ctx, src: str):
-    """Say that a large trace's events were not scanned, and how to scan them."""
-    from ..engine.finding import Evidence, Layer, Measure, Severity, Where
-    size = Path(src).stat().st_size
-    hint = f"tracelint redact --check {src}"
-    return rule.finding(
-        ctx, severity=Severity.INFO,
-        message=(f"Secret scan limited to the trace's metadata ({size / 2**20:.0f} MB file): event "
-                 f"strings were not scanned; `{hint}` scans everything"),
-        impact_ns=0, where=Where(file=str(src)),
-        evidence={Layer.SYSTEM: Evidence.not_captured(
-                      f"Events of JSON traces over {QUICK_SCAN_LIMIT >> 20} MiB are not scanned by lint.", hint),
-                  Layer.KERNEL: Evidence.not_applicable("security finding"),
-                  Layer.MICROARCH: Evidence.not_applicable("security finding")},
-        metrics={"file_bytes": Measure(size, "bytes")}, key="partial-scan")

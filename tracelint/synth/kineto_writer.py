@@ -52,12 +52,13 @@ def write_kineto(b, path: str | os.PathLike, *, gpu_annotations: bool = True,
 
     linked = {e.correlation for e in b.host_events if e.kind == "runtime"}
     for a in b.activities:
+        adev = a.device      # a builder may issue work on several GPUs (device_id switched)
         args: dict = {}
         if a.external_id is not None:
             args["External id"] = a.external_id
         if a.kind == "kernel":
             bps, wps, occ = b._occupancy(a)
-            args.update({"queued": 0, "device": dev, "context": 1, "stream": a.stream,
+            args.update({"queued": 0, "device": adev, "context": 1, "stream": a.stream,
                          "correlation": a.correlation,
                          "registers per thread": a.registers,
                          "shared memory": a.static_smem + a.dynamic_smem,
@@ -68,7 +69,7 @@ def write_kineto(b, path: str | os.PathLike, *, gpu_annotations: bool = True,
                 args["local memory per thread"] = a.local_mem
             cat, ev_tid = "kernel", a.stream
         elif a.kind in ("memcpy", "memset"):
-            args.update({"device": dev, "context": 1, "stream": a.stream,
+            args.update({"device": adev, "context": 1, "stream": a.stream,
                          "correlation": a.correlation, "bytes": a.bytes,
                          "memory bandwidth (GB/s)": (a.bytes / a.dur) if a.dur else 0.0})
             cat, ev_tid = ("gpu_memcpy" if a.kind == "memcpy" else "gpu_memset"), a.stream
@@ -79,17 +80,17 @@ def write_kineto(b, path: str | os.PathLike, *, gpu_annotations: bool = True,
                              "wait_on_cuda_event_record_corr_id": a.event_record_correlation,
                              "wait_on_cuda_event_id": a.event_id})
             args.update({"stream": a.stream, "correlation": a.correlation,
-                         "device": dev, "context": 1})
+                         "device": adev, "context": 1})
             cat, ev_tid = "cuda_sync", a.stream
         add((1, a.start, -a.dur, a.seq),
-            {"ph": "X", "cat": cat, "name": a.name, "pid": dev, "tid": ev_tid,
+            {"ph": "X", "cat": cat, "name": a.name, "pid": adev, "tid": ev_tid,
              "ts": _T(a.start), "dur": _T(a.dur), "args": args})
         if a.correlation in linked and a.api_start is not None:
             add((2, a.api_start, 0, a.seq),
                 {"ph": "s", "id": a.correlation, "pid": pid, "tid": tid,
                  "ts": _T(a.api_start), "cat": "ac2g", "name": "ac2g"})
             add((2, a.start, 1, a.seq),
-                {"ph": "f", "id": a.correlation, "pid": dev, "tid": ev_tid,
+                {"ph": "f", "id": a.correlation, "pid": adev, "tid": ev_tid,
                  "ts": _T(a.start), "cat": "ac2g", "name": "ac2g", "bp": "e"})
 
     if gpu_annotations:
@@ -109,6 +110,11 @@ def write_kineto(b, path: str | os.PathLike, *, gpu_annotations: bool = True,
                     {"ph": "X", "cat": "gpu_user_annotation", "name": e.name, "pid": dev,
                      "tid": stream, "ts": _T(s0), "dur": _T(s1 - s0),
                      "args": {"External id": e.external_id}})
+
+    from .memory import kineto_events      # [memory] events (synth/memory.py), if any
+    memory_events = kineto_events(b)
+    for key, ev in memory_events:
+        add(key, ev)
 
     for name, value, ts in b.metrics:
         add((3, ts, 0, 0), {"ph": "C", "cat": "gpu_metric", "name": name, "pid": dev,
@@ -148,7 +154,7 @@ def write_kineto(b, path: str | os.PathLike, *, gpu_annotations: bool = True,
     head.update({
         "cuda_runtime_version": 12040, "cuda_driver_version": 12040, "cupti_version": 22,
         "with_stack": int(any(e.kind == "python" for e in b.host_events)),
-        "record_shapes": 0, "profile_memory": 0, "with_flops": 0, "with_modules": 0,
+        "record_shapes": 0, "profile_memory": int(bool(memory_events)), "with_flops": 0, "with_modules": 0,
         "trace_id": hashlib.md5(f"{b.pid}:{t_min}:{t_max}".encode()).hexdigest().upper(),
     })
     tail = {"traceName": path.name, "displayTimeUnit": "ms",

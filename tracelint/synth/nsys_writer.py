@@ -101,6 +101,9 @@ def _fill_nsys(b, con: sqlite3.Connection, path: Path, *, nvtx_ops: bool,
             text = e.name
         elif e.kind == "op" and nvtx_ops:
             text = f"{e.name}, op_id = {e.external_id}"
+            if isinstance(e.args.get("Input Dims"), list):   # emit_nvtx(record_shapes=True)
+                text += ", sizes = [" + ", ".join(
+                    "[" + ", ".join(str(int(x)) for x in d) + "]" for d in e.args["Input Dims"]) + "]"
         else:
             continue
         rows["NVTX_EVENTS"].append((e.start, e.end, 59, None, None, None, text, gtid,
@@ -137,6 +140,8 @@ def _fill_nsys(b, con: sqlite3.Connection, path: Path, *, nvtx_ops: bool,
         if rows[table]:
             marks = ",".join("?" * len(nsys_ddl.columns(table)))
             con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows[table])
+    from .memory import write_nsys        # CUDA_GPU_MEMORY_USAGE_EVENTS (synth/memory.py), if any
+    write_nsys(b, con, gpid)
 
 def _target_info_gpu_row(b) -> tuple:
     p = b.props

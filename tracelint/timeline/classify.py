@@ -71,6 +71,22 @@ API_ROLES: Sequence[tuple[str, str]] = (
 
 _API_RES = [(c, re.compile(p)) for c, p in API_ROLES]
 
+#: Launch APIs that replay a captured CUDA / HIP graph (cudaGraphLaunch, cuGraphLaunch,
+#: hipGraphLaunch and their _ptsz / version variants).
+GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
+#: Stream-ordered API variants (cudaMallocAsync, cudaMemcpyAsync, ...): they do not block the host.
+ASYNC_API = re.compile(r"Async", re.I)
+
+
+def is_graph_launch(name: str) -> bool:
+    """True for an API call that launches a captured CUDA / HIP graph."""
+    return bool(GRAPH_LAUNCH.search(name))
+
+
+def is_async_api(name: str) -> bool:
+    """True for the stream-ordered (`*Async`) variant of an API call."""
+    return bool(ASYNC_API.search(name))
+
 #: Framework ops that read a device value back to the host (`.item()`, `.cpu()`, `.tolist()`,
 #: `torch.nonzero`, data-dependent shapes): on a GPU each blocks the host until the device drains.
 HOST_READBACK_OPS = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|nonzero_static|is_nonzero|"
@@ -90,6 +106,11 @@ TENSOR_CORE_NAME = re.compile(r"tf32|s1688|s16816|h884|h1688|h16816|bf16|f16|hmm
                               re.IGNORECASE)
 
 
+def is_host_readback_op(name: str) -> bool:
+    """True for a framework op that reads a device value back to the host (HOST_READBACK_OPS)."""
+    return bool(HOST_READBACK_OPS.match(name))
+
+
 def is_fp32_cuda_core_gemm(name: str) -> bool:
     """True for a GEMM / convolution kernel whose name shows FP32 math on the CUDA cores."""
     return bool(FP32_CUDA_CORE_GEMM.search(name)) and not TENSOR_CORE_NAME.search(name.split("(")[0])
@@ -101,6 +122,11 @@ LIBRARY_CODE = re.compile(
     r"(site-packages|dist-packages|/lib/python\d|^<|torch/|/torch/|threading\.py|runpy\.py|"
     r"contextlib\.py|built-in|importlib)")
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+
+def is_library_code(file: str) -> bool:
+    """True for a Python file that is library code (LIBRARY_CODE), not the user's."""
+    return bool(LIBRARY_CODE.search(file))
 
 
 def strip_api_version(name: str) -> str:
@@ -128,6 +154,25 @@ def kernel_class(name: str) -> str:
         if rx.search(fn):
             return cls
     return "other"
+
+
+#: Library names that contain "gemm" without being GEMMs (fbgemm_gpu quantize / embedding
+#: kernels): removed before classifying, so `fbgemm_gpu::..._FP8_quantize` is a dequant kernel.
+_LIBRARY_PREFIX = re.compile(r"fbgemm", re.I)
+#: A "dequant"-class name that is itself a GEMM (a fused dequant-GEMM such as Marlin,
+#: AWQ/GPTQ GEMM, machete, W4A16 GEMM): its time is GEMM time, not overhead.
+FUSED_DEQUANT_GEMM = re.compile(r"gemm|matmul|marlin|machete|_mm_|wgmma|mma_|cutlass", re.I)
+
+
+def kernel_class_without_library(name: str) -> str:
+    """kernel_class of the name with library prefixes that fake a class (fbgemm) removed."""
+    return kernel_class(_LIBRARY_PREFIX.sub("", name))
+
+
+def is_fused_dequant_gemm(name: str) -> bool:
+    """True when a kernel name (library prefixes removed) says GEMM: for a `dequant`-class
+    kernel, a fused dequant-GEMM whose time is GEMM time."""
+    return bool(FUSED_DEQUANT_GEMM.search(_LIBRARY_PREFIX.sub("", name)))
 
 
 def api_role(name: str) -> str:
@@ -174,6 +219,16 @@ def blocks_host(name: str) -> bool:
     if role == "sync":
         return sync_kind(name) not in ("stream_wait_event", "query")
     return role in ("copy", "memset") and "async" not in name.lower()
+
+
+def name_mask(values: pd.Series | pd.Categorical, fn) -> np.ndarray:
+    """fn(name) -> bool per row of a name column, evaluated once per distinct name (a row
+    without a name is False)."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    if not isinstance(cat, pd.Categorical):
+        cat = pd.Categorical(cat)
+    hit = np.array([bool(fn(str(c))) for c in cat.categories] + [False], dtype=bool)
+    return hit[cat.codes]
 
 
 def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categorical:
@@ -227,67 +282,6 @@ def vendor(names: Iterable[str]) -> str:
     return "unknown"
 
 
-# ----- optimizer work (per-parameter loops vs foreach / fused) --------------------------------
-_OPT_REGION = (("zero_grad", re.compile(r"zero_grad", re.I)),
-               ("clip", re.compile(r"clip_grad_(norm|value)_", re.I)),
-               ("step", re.compile(r"^Optimizer\.step#|optimizer\.step|#\w+\.step$|\bstep#", re.I)))
-_PER_TENSOR = re.compile(r"^aten::(add_?|mul_?|addcdiv_|addcmul_|lerp_|sqrt_?|div_?|zero_|copy_|"
-                         r"norm|linalg_vector_norm|clamp_?|maximum|sub_?)(,|$)")
-_MULTI_TENSOR = re.compile(r"^aten::_(foreach|fused)_")
-
-
-def optimizer_region(name: str) -> str | None:
-    """step | zero_grad | clip for the ranges PyTorch records around optimizer work
-    (`Optimizer.step#AdamW.step`, `Optimizer.zero_grad#AdamW.zero_grad`, clip_grad_norm_)."""
-    for kind, pat in _OPT_REGION:
-        if pat.search(name):
-            return kind
-    return None
-
-
-def op_tensor_scope(name: str) -> str | None:
-    """per_tensor for one-tensor updates (aten::add_, mul_, addcdiv_, zero_, norm, ...),
-    multi_tensor for aten::_foreach_* / aten::_fused_* (one launch for many tensors)."""
-    if _MULTI_TENSOR.search(name):
-        return "multi_tensor"
-    if _PER_TENSOR.search(name):
-        return "per_tensor"
-    return None
-
-
-def dataloader_iter(name: str) -> str | None:
-    """main_process for `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`
-    (num_workers=0: loading runs on the training thread), workers for the multi-process one."""
-    if "DataLoader" not in name or "__next__" not in name:
-        return None
-    return "main_process" if "SingleProcess" in name else "workers"
-
-
-# ----- which GPU architecture a kernel was built for --------------------------------------
-#: Architecture tags in kernel names: CUTLASS `cutlass_75_*`, xmma/cuBLASLt `sm75_*`,
-#: CUTLASS 3 `arch::Sm80`, cuBLAS `volta_* / turing_* / ampere_*`.
-ARCH_TAG = re.compile(r"cutlass_(\d)(\d)_|\bsm_?(\d)(\d)_|arch::Sm(\d)(\d)\b|\b(volta|turing|ampere|hopper)_",
-                      re.IGNORECASE)
-_NAMED = {"volta": (7, 0), "turing": (7, 5), "ampere": (8, 0), "hopper": (9, 0)}
-#: Tensor-core kernels only: an old SIMT kernel (pooling, sgemm) is no tensor-core fallback.
-TENSOR_OP = re.compile(r"tensorop|h884|h1688|h16816|s1688|s16816|i8816|hmma|wgmma|imma|tensor\d+x\d+x\d+",
-                       re.IGNORECASE)
-
-
-def arch_of(name: str) -> tuple[int, int] | None:
-    """(major, minor) the kernel was built for, from its name; None when untagged."""
-    m = ARCH_TAG.search(name)
-    if not m:
-        return None
-    g = m.groups()
-    if g[6]:
-        return _NAMED[g[6].lower()]
-    digits = next((g[i:i + 2] for i in (0, 2, 4) if g[i]), None)
-    return (int(digits[0]), int(digits[1])) if digits else None
-
-
-def is_old(kernel_cc: tuple[int, int], device_cc: tuple[int, int]) -> bool:
-    """Two major generations behind (sm75 on sm90), or Volta/Turing tensor cores on Ampere or
-    newer. One generation behind (sm80 kernels on an H100: FlashAttention-2, CUTLASS 2) is
-    common and runs the same mma.sync instructions, so it is not reported."""
-    return device_cc[0] - kernel_cc[0] >= 2 or (kernel_cc[0] == 7 and device_cc[0] >= 8)
+# ----- framework op names and GPU names live in their own modules; re-exported here --------
+from .framework_names import *  # noqa: E402,F401,F403
+from .gpu_names import *  # noqa: E402,F401,F403

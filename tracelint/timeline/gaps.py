@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import classify, intervals
+from .gap_index import GapIndex
 
 CAUSES = ("late", "launch_call", "blocked", "event_wait", "graph", "queued", "no_launch", "unlinked")
 
@@ -101,12 +102,13 @@ def attribute(ctx, device: int, gs: np.ndarray, ge: np.ndarray, block_mask: np.n
     launch = np.full(n, -1, dtype=np.int64)
     blocker = np.full(n, "", dtype=object)
     pos = np.searchsorted(d_start, ge, side="left")
-    for i in range(n):  # loop over gaps (the reported ones: few)
+    index = GapIndex(d_stream, d_launch, a_start, a_end, a_pid, a_tid, block_mask, waits, gpu_waits)
+    for i in range(n):  # loop over gaps: a few binary searches each (gap_index)
         glen = int(ge[i] - gs[i])
         p = int(pos[i])
         if p >= len(d_start) or d_start[p] > ge[i]:
             out["no_launch"][i] = glen
-            sel = np.flatnonzero(block_mask & (a_start < ge[i]) & (a_end > gs[i]))
+            sel = index.blocking_anywhere(int(gs[i]), int(ge[i]))
             blocker[i] = _longest(sel, a_start, a_end, names, gs[i], ge[i])
             continue
         nxt_pos[i] = p
@@ -115,19 +117,17 @@ def attribute(ctx, device: int, gs: np.ndarray, ge: np.ndarray, block_mask: np.n
             out["unlinked"][i] = glen
             continue
         launch[i] = li
-        t_launch = int(np.clip(a_start[li], gs[i], ge[i]))
-        thread = (a_pid == a_pid[li]) & (a_tid == a_tid[li]) & block_mask
-        sel = np.flatnonzero(thread & (a_start < t_launch) & (a_end > gs[i]))
+        t_launch = min(max(int(a_start[li]), int(gs[i])), int(ge[i]))   # np.clip, on ints
+        sel = index.blocking_on_thread(li, int(gs[i]), t_launch)
         bs, be = intervals.merge(a_start[sel], a_end[sel]) if len(sel) else (np.zeros(0, np.int64),) * 2
         blocked = int(intervals.overlap_each(np.array([gs[i]]), np.array([t_launch]), bs, be)[0]) if len(bs) else 0
         out["blocked"][i] = blocked
         out["late"][i] = t_launch - int(gs[i]) - blocked
         blocker[i] = _longest(sel, a_start, a_end, names, gs[i], t_launch)
-        t_ret = int(np.clip(a_end[li], t_launch, ge[i]))
+        t_ret = min(max(int(a_end[li]), t_launch), int(ge[i]))
         out["launch_call"][i] = t_ret - t_launch
         queued = int(ge[i]) - t_ret
-        if queued > 0 and _waited(p, li, d_start, d_stream, d_launch, a_start, a_pid, a_tid, waits,
-                                  gpu_waits, t_launch, int(ge[i])):
+        if queued > 0 and index.waited(p, li, t_launch, int(ge[i])):
             out["event_wait"][i] = queued
         elif "GraphLaunch" in names[li]:
             out["graph"][i] = queued
@@ -158,21 +158,6 @@ def _gpu_stream_waits(tl, device) -> pd.DataFrame:
     if len(s) == 0:
         return s
     return s[(s["sync_type"].astype(str) == "stream_wait_event") & (s["device"] == device)]
-
-
-def _waited(p, li, d_start, d_stream, d_launch, a_start, a_pid, a_tid, waits, gpu_waits, t0, t1) -> bool:
-    """Did the stream of activity p wait on another stream's event before running it?"""
-    stream = d_stream[p]
-    if len(gpu_waits):
-        g = gpu_waits[(gpu_waits["stream"] == stream) & (gpu_waits["end"] >= t0) & (gpu_waits["start"] <= t1)]
-        if len(g):
-            return True
-    if len(waits) == 0:
-        return False
-    same = np.flatnonzero((d_stream[:p] == stream) & (d_launch[:p] >= 0))
-    lo = a_start[d_launch[same[-1]]] if len(same) else -1
-    w = waits[(a_pid[waits] == a_pid[li]) & (a_tid[waits] == a_tid[li])]
-    return bool(((a_start[w] >= lo) & (a_start[w] <= a_start[li])).any())
 
 
 def host_activity(ctx, pid: int | None, s: np.ndarray, e: np.ndarray, top: int = 3) -> list[tuple[str, int]]:

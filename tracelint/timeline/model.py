@@ -10,7 +10,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from . import classify, intervals
-from .schema import GPU_ACTIVITY_TABLES, TABLES, empty_table
+from .schema import GPU_ACTIVITY_TABLES, INSTANT_TABLES, TABLES, empty_table
 
 
 @dataclass
@@ -70,6 +70,7 @@ class Timeline:
     syncs: pd.DataFrame = field(default_factory=lambda: empty_table("syncs"))
     metrics: pd.DataFrame = field(default_factory=lambda: empty_table("metrics"))
     python_frames: pd.DataFrame = field(default_factory=lambda: empty_table("python_frames"))
+    memory: pd.DataFrame = field(default_factory=lambda: empty_table("memory"))
     meta: Meta = field(default_factory=Meta)
     #: Per-kernel hardware counters recorded in the trace itself (CUPTI range profiler):
     #: launch (row in kernels), kernel (name), metric, value, unit; the --ncu CSV's columns.
@@ -125,8 +126,8 @@ class Timeline:
             df = self.table(t)
             if len(df) == 0:
                 continue
-            col_s = "ts" if t == "metrics" else "start"
-            col_e = "ts" if t == "metrics" else "end"
+            col_s = "ts" if t in INSTANT_TABLES else "start"
+            col_e = "ts" if t in INSTANT_TABLES else "end"
             lo.append(int(df[col_s].min()))
             hi.append(int(df[col_e].max()))
         return (min(lo), max(hi)) if lo else (0, 0)
@@ -171,6 +172,7 @@ class Timeline:
             "memsets": len(self.memsets), "api_calls": len(self.api_calls),
             "ranges": len(self.ranges), "syncs": len(self.syncs),
             "metrics": len(self.metrics), "python_frames": len(self.python_frames),
+            "memory": len(self.memory),
         }
 
     def launch_index(self, table: str) -> np.ndarray:

@@ -30,20 +30,26 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndar
         raise ValueError("trace span too long to nest ranges")
     order = np.lexsort((-end, start, group))  # by group, start, longest first
     g, s, e = group[order], start[order], end[order]
+    del group, start, end      # temporaries are dropped at their last use: n-sized each
     # First position of each row's group in the sorted order.
     bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     group_first = np.repeat(bounds, np.diff(np.r_[bounds, n]))
     started_before = np.arange(n) - group_first
+    del group_first
     # Ends sorted within each group, offset so one global searchsorted serves all groups.
     ends_sorted_idx = np.lexsort((e, g))
     e_sorted = e[ends_sorted_idx]
     g_sorted = g[ends_sorted_idx]
+    del ends_sorted_idx
     # Count rows of the same group with end <= s: search within each group's slice.
     lo = np.searchsorted(g_sorted, g, side="left")
     # searchsorted on a (group, end) composite: rank ends within group by shifting by group id.
     comp = _composite(g_sorted, e_sorted, span)
+    del g_sorted, e_sorted
     ended = np.searchsorted(comp, _composite(g, s, span), side="right") - lo
+    del comp, lo, s, e
     d = np.maximum(started_before - ended, 0)
+    del started_before, ended
     # Parent: the nearest earlier row (same group) with depth d - 1.
     par_sorted = np.full(n, -1, dtype=np.int64)
     positions = np.arange(n)

@@ -70,7 +70,22 @@ TABLES: Mapping[str, Mapping[str, str]] = {
         "pid": I64, "tid": I64, "start": I64, "end": I64, "file": CAT, "line": I64,
         "function": CAT, "depth": I64, "parent": I64,
     },
+    # Memory events, one row per allocation (bytes > 0) or free (bytes < 0), by ts.
+    # source: allocator (torch.profiler profile_memory: the framework allocator, with its
+    # running totals) | driver (nsys CUDA_GPU_MEMORY_USAGE_EVENTS: cudaMalloc/cudaFree-level).
+    # device_type: cpu | cuda | other; device -1 for host memory. total_allocated /
+    # total_reserved: the totals after the event (-1: not in the source). op: the innermost
+    # CPU op or range enclosing the event on its thread ("" when none); correlation: the API
+    # call behind a driver-level event (-1: none). See timeline/memory.py.
+    "memory": {
+        "device": I64, "device_type": CAT, "ts": I64, "bytes": I64,
+        "total_allocated": I64, "total_reserved": I64, "addr": I64,
+        "pid": I64, "tid": I64, "op": CAT, "correlation": I64, "source": CAT,
+    },
 }
+
+#: Tables whose rows are instants (a ts column) rather than intervals (start, end).
+INSTANT_TABLES = ("metrics", "memory")
 
 #: Tables of device activity: busy time on a device is the union of these.
 GPU_ACTIVITY_TABLES = ("kernels", "copies", "memsets")

@@ -107,12 +107,18 @@ def _scale_host_work(g: RunGraph, p: Plan, ranges: np.ndarray, factor: float) ->
 
 @dataclass(frozen=True)
 class RemoveHostWork:
-    """Remove the host work inside matching ranges (Scale to 0 of their host time only)."""
+    """Remove the host work inside matching ranges (Scale to 0 of their host time only).
 
-    pattern: str
+    rows: rows of the Timeline's ranges table to remove besides (or instead of) the pattern."""
+
+    pattern: str | None = None
+    rows: tuple = ()
 
     def apply(self, g: RunGraph, p: Plan) -> None:
-        _scale_host_work(g, p, _match(g.r_name, self.pattern) & ~g.r_step, 0.0)
+        m = _match(g.r_name, self.pattern) if self.pattern else np.zeros(len(g.r_name), bool)
+        if self.rows:
+            m |= _sel(len(g.r_name), self.rows)
+        _scale_host_work(g, p, m & ~g.r_step, 0.0)
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,24 @@ class RemoveSync:
         m &= p.h_target >= 0
         p.h_target[m] = -1
         p.h_dur[m] = np.minimum(p.h_dur[m], p.h_ret[m])
+        for i in np.flatnonzero(m):
+            p.h_extra.pop(int(i), None)
+
+
+@dataclass(frozen=True)
+class NonBlocking:
+    """Selected host calls (rows of the Timeline's api_calls table: what rules know) no longer
+    wait for the GPU and cost at most `cost_ns` each, e.g. a copy from pinned memory with
+    non_blocking=True (no staging, no stream synchronisation after it); 0 removes the calls'
+    host cost. The GPU work they issued keeps its place in stream order."""
+
+    api_rows: tuple
+    cost_ns: int = 5_000
+
+    def apply(self, g: RunGraph, p: Plan) -> None:
+        m = np.isin(g.h_api_row, np.asarray(self.api_rows, dtype=np.int64)) & (g.h_api_row >= 0)
+        p.h_target[m] = -1
+        p.h_dur[m] = np.minimum(p.h_dur[m], max(int(self.cost_ns), 0))
         for i in np.flatnonzero(m):
             p.h_extra.pop(int(i), None)
 

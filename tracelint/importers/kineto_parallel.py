@@ -1,0 +1,112 @@
+"""One large Kineto file decoded by several processes: contiguous groups of byte ranges, one
+group per process, merged into one Builder in file order.
+
+Decoding a range and turning its events into columns depend on nothing outside the range
+(row order within a table does not depend on how the events were cut into chunks:
+kineto_columns.Builder.add_chunk), so each process builds its own columns with its own name
+vocabulary; the merge renumbers names and category ranks into the parent's numbering (the
+order of first appearance in the file, as one process would have numbered them) and appends
+the columns in group order. The parent decodes the first group itself while the workers
+(forked, so they start with the parent's imports) decode the others; each worker sends back
+only its columns and the few lists the Builder keeps.
+
+Set the number of processes with `set_workers(n)` (`tracelint lint --jobs N` for one file).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from . import kineto_ranges as kr
+from .kineto_columns import Builder
+
+_WORKERS = 1
+
+
+def set_workers(n: int | None) -> None:
+    """Processes that decode one large Kineto file (1: this process only)."""
+    global _WORKERS
+    _WORKERS = max(1, int(n or 1))
+
+
+def workers() -> int:
+    return _WORKERS
+
+
+def groups(ranges: list[tuple[int, int]], n: int) -> list[list[tuple[int, int]]]:
+    """ranges cut into at most n contiguous groups of about equal bytes."""
+    total = sum(b - a for a, b in ranges)
+    out: list[list[tuple[int, int]]] = [[]]
+    done = 0
+    for a, b in ranges:
+        if out[-1] and done >= total * len(out) / n and len(out) < n:
+            out.append([])
+        out[-1].append((a, b))
+        done += b - a
+    return out
+
+
+def _decode_group(path: str, ranges: list[tuple[int, int]]) -> dict:
+    """In a worker: one group's columns and what the Builder kept, ready to merge."""
+    build = Builder()
+    specials, firsts, shapes = kr.decode_in_ranges(Path(path), ranges, build,
+                                                   lambda stage, fraction: None)
+    return {"cols": build.columns(), "vocab": {t: list(v) for t, v in build.vocab.items()},
+            "cats": list(build.cat_rank), "counts": dict(build.cat_counts),
+            "specials": specials, "firsts": firsts, "shapes": shapes,
+            "flow_chunks": build.flow_chunks, "op_inputs": build.op_inputs,
+            "call_stacks": build.call_stacks, "window": build.window,
+            "bad_ts": build.bad_ts, "non_x": build.non_x,
+            "memory": (build.memory.rows, build.memory.bad, build.memory.seen)}
+
+
+def decode_parallel(path: Path, ranges: list[tuple[int, int]], build: Builder, report, n: int):
+    """kineto_ranges.decode_in_ranges over n processes; the same result, merged into build."""
+    parts = groups(ranges, n)
+    if len(parts) < 2:
+        return kr.decode_in_ranges(path, ranges, build, report)
+    ctx = multiprocessing.get_context("fork") if os.name == "posix" else None
+    with ProcessPoolExecutor(max_workers=len(parts) - 1, mp_context=ctx) as pool:
+        futures = [pool.submit(_decode_group, str(path), g) for g in parts[1:]]
+        specials, firsts, shapes = kr.decode_in_ranges(path, parts[0], build, report)
+        count = sum(build.cat_counts.values())
+        for fut in futures:
+            got = fut.result()
+            specials += got["specials"]
+            firsts += [count + f for f in got["firsts"]]
+            shapes |= got["shapes"]
+            count += _merge(build, got, count)
+    return specials, firsts, shapes
+
+
+def _merge(build: Builder, got: dict, offset: int) -> int:
+    """Append one group's result to build, renumbering names and category ranks; returns the
+    group's event count."""
+    ranks = np.array([build.cat_rank.setdefault(c, len(build.cat_rank)) for c in got["cats"]]
+                     or [0], np.int32)
+    for cat, k in got["counts"].items():
+        build.cat_counts[cat] += k
+    for table, cols in got["cols"].items():
+        codes = build._codes(table, got["vocab"][table])
+        cols["name"] = codes[cols["name"]] if len(codes) else cols["name"]
+        cols["cat_rank"] = ranks[cols["cat_rank"]]
+        for k, v in cols.items():
+            build.parts[table][k].append(v)
+    build.flow_chunks += [offset + lo for lo in got["flow_chunks"]]
+    build.op_inputs.update(got["op_inputs"])
+    build.call_stacks += got["call_stacks"]
+    if got["window"]:
+        lo, hi = got["window"]
+        build.window = (min(lo, build.window[0]), max(hi, build.window[1])) if build.window \
+            else (lo, hi)
+    build.bad_ts += got["bad_ts"]
+    build.non_x += got["non_x"]
+    rows, bad, seen = got["memory"]          # profile_memory [memory] events, in file order
+    build.memory.rows += rows
+    build.memory.bad += bad
+    build.memory.seen += seen
+    return sum(got["counts"].values())

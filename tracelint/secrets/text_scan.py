@@ -1,0 +1,216 @@
+"""One string -> Matches: token shapes anywhere, NAME=VALUE segments of environment blocks,
+a key/value row's value, inline name=value / --name value in free text, home paths and
+e-mail addresses; overlapping matches merged into one span. The heuristics: patterns.py."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .credential_names import credential_strength, env_style_name, is_trivial_value, value_is_secret
+from .kinds import PERSONAL, SECRET, Match
+from .personal_data import (EMAIL_RE, HOME_RE, HOME_SKIP, IP_RE, personal_key_kind,
+                            personal_value_ok)
+from .token_shapes import TOKEN_SHAPES
+
+_SEGMENT = re.compile(r"[^\x00\n\r]+")
+_ENV_ASSIGN = re.compile(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.\-]*)=(.*)$", re.S)
+_INLINE_ASSIGN = re.compile(
+    r"(?<![A-Za-z0-9_.\-])(?:--?)?([A-Za-z_][A-Za-z0-9_.\-]{1,127})[\"']?[ \t]*(=|:)(?![=:])[ \t]*[\"']?"
+    r"([^\s\"'&;,\x00<>(){}\[\]|=:][^\s\"'&;,\x00<>(){}\[\]|]*)")
+_FLAG_SPACE = re.compile(r"(?<!\S)--?([A-Za-z][A-Za-z0-9_\-]{1,127})[ \t]+([^\s\-\x00\"'][^\s\x00\"']*)")
+#: Cheap pre-check (lower-case literals, searched with `in`, which is far faster than one big
+#: regex alternation): a string containing none of them cannot yield a match.
+SECRET_NEEDLES = (
+    "token", "secret", "pass", "cred", "key", "auth", "private", "bearer", "akia", "asia",
+    "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "hf_", "xox", "sk-",
+    "_live_", "aiza", "npm_", "pypi-", "eyj", "://", "sig=")
+PERSONAL_NEEDLES = (
+    "/home/", "users", "/global/", "mail/", "@", "user=", "name=", "host=", "addr=",
+    "nodelist=", "ssh_c")
+#: JSON object keys that make a raw trace event worth decoding (top-level values other than
+#: the event array, where tools put their metadata, are always decoded)
+JSON_KEY_NEEDLES = ('"user":', '"username":', '"user_name":', '"tw_user":', '"logname":',
+                    '"hostname":', '"host_name":', '"host":')
+_CRED_WORDS = ("token", "secret", "passw", "passphrase", "cred", "key", "auth", "private")
+_HOME_NEEDLES = ("/home/", "users", "/export/home", "/shared/home", "/data/home", "/mnt/home",
+                 "/gpfs/home", "/global/", "/var/mail/", "/var/spool/mail/")
+
+
+def suspect(text: str, personal: bool = True) -> bool:
+    """Could `text` hold a match at all? (exact: False means find_matches finds nothing)."""
+    low = text.lower()
+    if any(n in low for n in SECRET_NEEDLES):
+        return True
+    return personal and any(n in low for n in PERSONAL_NEEDLES)
+
+
+_HAS_DIGIT = re.compile(r"\d")
+_HAS_ALPHA = re.compile(r"[A-Za-z]")
+
+
+def _shape_ok(kind: str, secret: str) -> bool:
+    """The per-kind checks a token-shape match must pass (shapes: token_shapes.py)."""
+    if kind == "openai-key":
+        body = secret.split("-", 1)[1]
+        return bool(_HAS_DIGIT.search(body) and _HAS_ALPHA.search(body))
+    if kind == "bearer-token":
+        return bool(_HAS_DIGIT.search(secret)) or len(secret) >= 24
+    if kind in ("url-password", "url-signature"):
+        return not is_trivial_value(secret)
+    return True
+
+
+_SHAPE_GATES: dict[str, tuple[str, ...]] = {
+    "private-key": ("private key",), "aws-access-key-id": ("akia", "asia"),
+    "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "gitlab-token": ("glpat-",), "huggingface-token": ("hf_",),
+    "slack-webhook": ("hooks.slack.com",), "slack-token": ("xox",),
+    "anthropic-key": ("sk-ant-",), "openai-key": ("sk-",), "stripe-key": ("_live_",),
+    "google-api-key": ("aiza",), "npm-token": ("npm_",), "pypi-token": ("pypi-",),
+    "jwt": ("eyj",), "bearer-token": ("bearer", "authorization"), "url-password": ("://",),
+    "url-signature": ("?",),
+}
+
+
+def _strip_span(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start] in " \t\"'":
+        start += 1
+    while end > start and text[end - 1] in " \t\"'":
+        end -= 1
+    return start, end
+
+
+@lru_cache(maxsize=65536)
+def _strength(name: str) -> int:
+    return credential_strength(name)
+
+
+def find_matches(text: str, key: str | None = None, path_hint: str = "",
+                 personal: bool = True) -> list[Match]:
+    """Every secret (and, with personal=True, personal-data) span in `text`.
+
+    key: the name `text` is stored under (a JSON object key, the `name` column of a key/value
+    row); path_hint: where it is (used for `uname.node`).
+    """
+    out: list[Match] = []
+    if key is not None and text:
+        if value_is_secret(key, text, env_style=True):
+            s, e = _strip_span(text, 0, len(text))
+            out.append(Match(s, e, "env-credential", SECRET, key, 5))
+        elif personal:
+            pk = personal_key_kind(key, path_hint)
+            if pk and personal_value_ok(text) and "\x00" not in text and "\n" not in text:
+                s, e = _strip_span(text, 0, len(text))
+                out.append(Match(s, e, pk, PERSONAL, key, 1))
+    if not text:
+        return out
+    low = text.lower()
+    any_secret = any(n in low for n in SECRET_NEEDLES)
+    any_personal = personal and any(n in low for n in PERSONAL_NEEDLES)
+    if not (any_secret or any_personal):
+        return _resolve(out)
+    if any_secret:
+        for kind, rx, group in TOKEN_SHAPES:
+            if not any(g in low for g in _SHAPE_GATES[kind]):
+                continue
+            for m in rx.finditer(text):
+                s, e = m.span(group)
+                if e > s and _shape_ok(kind, m.group(group)):
+                    out.append(Match(s, e, kind, SECRET, None, 10))
+    # NAME=VALUE at the start of a line / NUL-separated segment (environment blocks)
+    env_spans: list[tuple[int, int]] = []
+    if "=" in text:
+        for seg in _SEGMENT.finditer(text):
+            m = _ENV_ASSIGN.match(seg.group())
+            if not m:
+                continue
+            name = m.group(1)
+            vs, ve = seg.start() + m.start(2), seg.start() + m.end(2)
+            value = text[vs:ve]
+            env_style = env_style_name(name)
+            if _strength(name) and value_is_secret(name, value, env_style=env_style):
+                s, e = _strip_span(text, vs, ve)
+                out.append(Match(s, e, "env-credential" if env_style else "inline-credential",
+                                 SECRET, name, 5))
+                env_spans.append((vs, ve))
+            elif personal and env_style:
+                pk = personal_key_kind(name)
+                if pk and personal_value_ok(value):
+                    s, e = _strip_span(text, vs, ve)
+                    if name in ("SSH_CONNECTION", "SSH_CLIENT"):
+                        for ip in IP_RE.finditer(value):
+                            out.append(Match(vs + ip.start(), vs + ip.end(), pk, PERSONAL, name, 1))
+                    else:
+                        out.append(Match(s, e, pk, PERSONAL, name, 1))
+    # inline name=value / name: value / --name value in free text
+    if any_secret and any(w in low for w in _CRED_WORDS):
+        for rx, vgroup in ((_INLINE_ASSIGN, 3), (_FLAG_SPACE, 2)):
+            for m in rx.finditer(text):
+                name = m.group(1)
+                strength = _strength(name)
+                if strength == 0:
+                    continue
+                s, e = m.span(vgroup)
+                if any(a <= s < b for a, b in env_spans):
+                    continue
+                sep = m.group(2) if rx is _INLINE_ASSIGN else " "
+                if sep != "=" and strength < 2:
+                    continue
+                if value_is_secret(name, m.group(vgroup), env_style=False):
+                    out.append(Match(s, e, "inline-credential", SECRET, name, 4))
+    if any_personal:
+        if any(n in low for n in _HOME_NEEDLES):
+            for m in HOME_RE.finditer(text):
+                g = 1 if m.group(1) is not None else 2
+                who = m.group(g)
+                if who and who.lower() not in HOME_SKIP and who.lower() != "root" \
+                        and not who.startswith(("<", "$", "%")):
+                    out.append(Match(m.start(g), m.end(g), "home-path", PERSONAL, None, 2))
+        if "@" in text:
+            for m in EMAIL_RE.finditer(text):
+                local = m.group().partition("@")[0]
+                if not local.startswith(("-", ".")):
+                    out.append(Match(m.start(), m.end(), "email", PERSONAL, None, 1))
+    return _resolve(out)
+
+
+@lru_cache(maxsize=32768)
+def _find_cached(text: str, key: str | None, path_hint: str, personal: bool) -> tuple[Match, ...]:
+    return tuple(find_matches(text, key, path_hint, personal))
+
+
+def find_matches_cached(text: str, key: str | None = None, path_hint: str = "",
+                        personal: bool = True) -> list[Match]:
+    """find_matches, memoised: traces repeat the same names and call stacks many times."""
+    if len(text) > 65536:
+        return find_matches(text, key, path_hint, personal)
+    return list(_find_cached(text, key, path_hint, personal))
+
+
+def _resolve(matches: list[Match]) -> list[Match]:
+    """Merge overlapping matches into one span each: a secret wins over personal data, then
+    the most specific kind (token shape > named credential > personal)."""
+    if len(matches) <= 1:
+        return matches
+    matches.sort(key=lambda m: (m.start, -m.end))
+    clusters: list[list[Match]] = []
+    end = -1
+    for m in matches:
+        if clusters and m.start < end:
+            clusters[-1].append(m)
+            end = max(end, m.end)
+        else:
+            clusters.append([m])
+            end = m.end
+    out = []
+    for c in clusters:
+        if len(c) == 1:
+            out.append(c[0])
+            continue
+        secrets = [m for m in c if m.category == SECRET]
+        pool = secrets or c
+        best = max(pool, key=lambda m: m.priority)
+        name = next((m.name for m in sorted(pool, key=lambda m: -m.priority) if m.name), None)
+        out.append(Match(min(m.start for m in pool), max(m.end for m in pool), best.kind,
+                         best.category, name, best.priority))
+    return out
