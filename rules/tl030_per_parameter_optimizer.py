@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
@@ -23,7 +24,8 @@ class PerParameterOptimizer(Rule):
     """The optimizer step, zero_grad or gradient clipping loops over parameters one tensor at a time.
 
     What it detects: the ranges PyTorch records around optimizer work (`Optimizer.step#AdamW.step`,
-    `Optimizer.zero_grad#...`, `clip_grad_norm_`) that run many one-tensor ops (`aten::add_`,
+    `Optimizer.zero_grad#...`; for `clip_grad_norm_`, which records no range, its Python frame
+    when the trace has stacks) that run many one-tensor ops (`aten::add_`,
     `mul_`, `addcdiv_`, `lerp_`, `sqrt`, `zero_`, `norm`, ...) and no multi-tensor ones
     (`aten::_foreach_*`, `aten::_fused_*`): an optimizer built with foreach=False, a custom
     per-parameter update loop, `zero_grad(set_to_none=False)` (one `aten::zero_` per parameter),
@@ -34,8 +36,10 @@ class PerParameterOptimizer(Rule):
     its cause in PyTorch terms).
     Evidence: system: instances of the region, one-tensor ops per instance, host time in the
     regions, kernel launches issued from them (on a GPU trace the launches must be as many as the
-    ops: one kernel serving many tensors, as apex's FusedAdam does, is not a loop); kernel: GPU time of those kernels and their median
-    duration; microarch: not applicable (the cost is launches, not kernel efficiency).
+    ops: one kernel serving many tensors, as apex's FusedAdam does, is not a loop; on a CPU-only
+    trace the ops are host work on CPU tensors, reported as such, with no launch claimed); kernel: GPU time of those kernels and their median
+    duration, not captured without GPU activity; microarch: not applicable (the cost is launches,
+    not kernel efficiency). The location is the Python line that issued the first one-tensor op.
     Fix: `torch.optim.AdamW(params, fused=True)` (or foreach=True, the default when all params
     are on CUDA: check nothing forces foreach=False); `optimizer.zero_grad(set_to_none=True)` (the
     default since PyTorch 2.0); `clip_grad_norm_(params, max_norm, foreach=True)`; for a custom
@@ -59,12 +63,15 @@ class PerParameterOptimizer(Rule):
         tl = ctx.tl
         r = tl.ranges
         region_kind = _labels(r["name"], classify.optimizer_region)
-        scope = _labels(r["name"], classify.op_tensor_scope)
         host_range = np.isin(r["kind"].astype(str).to_numpy(), ("annotation", "nvtx", "op"))  # legacy: op
-        is_region = (region_kind != "") & host_range
+        region_kind = np.where(host_range, region_kind, "")
+        r, region_kind = _with_clip_frames(r, region_kind, tl.python_frames)
+        scope = _labels(r["name"], classify.op_tensor_scope)
+        is_region = region_kind != ""
         if not is_region.any():
             return
         counts = intervals.starts_inside_per_thread(r, is_region, scope == "per_tensor", scope == "multi_tensor")
+        self._per_tensor = r[scope == "per_tensor"]
         api = tl.api_calls
         for kind in ("step", "zero_grad", "clip"):
             rows = np.flatnonzero(is_region & (region_kind == kind))
@@ -87,12 +94,14 @@ class PerParameterOptimizer(Rule):
         gpu_ns = int((k["end"] - k["start"]).sum()) if len(k) else 0
         name = str(regions["name"].iat[0])
         first = regions.iloc[0]
-        where = ctx.where_for_host(int(first["pid"]), int(first["tid"]), int(first["start"]),
+        where = ctx.where_for_host(int(first["pid"]), int(first["tid"]), self._first_op(first),
                                    start_ns=int(first["start"]), end_ns=int(first["end"]))
         med = int(np.median(per))
+        on = (f"{launches} kernel launches" if ctx.tl.has_gpu_activity else
+              "no GPU activity in the trace: the ops ran on CPU tensors, as host work")
         system = Evidence.measured(
             f"{len(regions)} `{name}` region(s) run {med} one-tensor ops each (median) and no "
-            f"_foreach_/_fused_ op; {host_ns / 1e6:.3f} ms of host time, {launches} kernel launches.",
+            f"_foreach_/_fused_ op; {host_ns / 1e6:.3f} ms of host time, {on}.",
             regions=Measure(len(regions), "count"), ops_per_region=Measure(med, "count"),
             host_time_ns=Measure(host_ns, "ns"), launches=Measure(launches, "count"))
         if len(k):
@@ -115,6 +124,31 @@ class PerParameterOptimizer(Rule):
                       Layer.MICROARCH: Evidence.not_applicable("the cost is launches, not kernel efficiency")},
             metrics={"ops_per_region": Measure(med, "count"), "launches": Measure(launches, "count")},
             key=kind)
+
+
+    def _first_op(self, region) -> int:
+        """When the region's first one-tensor op starts (its Python stack names the call)."""
+        o = self._per_tensor
+        o = o[(o["pid"] == region["pid"]) & (o["tid"] == region["tid"]) & (o["start"] >= region["start"])
+              & (o["start"] < region["end"])]
+        return int(o["start"].min()) if len(o) else int(region["start"])
+
+
+def _with_clip_frames(r, region_kind, frames):
+    """Gradient clipping records no range: with Python stacks, its frame
+    (`torch/nn/utils/clip_grad.py: clip_grad_norm_`) is the region. Ranges first, when present."""
+    if (region_kind == "clip").any() or len(frames) == 0:
+        return r, region_kind
+    fn = frames["function"].astype(str)
+    clip = frames[fn.str.fullmatch(r"clip_grad_(norm|value)_") & frames["file"].astype(str).str.contains("torch/")]
+    if len(clip) == 0:
+        return r, region_kind
+    extra = pd.DataFrame({"pid": clip["pid"].to_numpy(), "tid": clip["tid"].to_numpy(),
+                          "start": clip["start"].to_numpy(), "end": clip["end"].to_numpy(),
+                          "name": clip["function"].astype(str).to_numpy(), "kind": "python"})
+    both = pd.concat([r[["pid", "tid", "start", "end", "name", "kind"]].astype({"name": str, "kind": str}),
+                      extra], ignore_index=True)
+    return both, np.concatenate([region_kind, np.full(len(extra), "clip", dtype=object)])
 
 
 def _labels(names, fn) -> np.ndarray:

@@ -27,7 +27,8 @@ class DataLoaderMainProcess(Rule):
     GPU's speed does not matter until loading moves off that thread; the gap repeats every step.
     Evidence: system: batches loaded in the main process, host time in them, GPU idle inside
     them and its share of the span; kernel and microarch: not applicable (the GPU is idle, not
-    slow).
+    slow). A trace without GPU activity is skipped, with the loads it shows in the reason: there
+    is no idle time to measure.
     Fix: `DataLoader(dataset, num_workers=4..8, pin_memory=True, persistent_workers=True,
     prefetch_factor=2..4)` and `.to(device, non_blocking=True)`; move heavy decode/augmentation
     to the GPU (torchvision.io.decode_jpeg(device='cuda'), DALI) when the CPU cannot keep up.
@@ -46,13 +47,19 @@ class DataLoaderMainProcess(Rule):
     frameworks = frozenset({"pytorch"})     # reads PyTorch op / DataLoader range names
     Options = Options
 
+    def applicable(self, ctx) -> str | None:
+        """A CPU-only trace shows the loading but has no GPU whose idle time could be measured."""
+        if ctx.tl.has_gpu_activity:
+            return None
+        loads = _main_process_loads(ctx.tl.ranges)
+        seen = (f"; it shows {len(loads)} batch(es) loaded on the training thread "
+                f"({int((loads['end'] - loads['start']).sum()) / 1e6:.2f} ms)") if len(loads) else ""
+        return ("no GPU activity in the trace: this rule measures GPU idle time while the main "
+                f"process loads batches{seen}")
+
     def check(self, ctx):
         tl = ctx.tl
-        r = tl.ranges
-        kind = np.asarray(classify.classify_categorical(r["name"], lambda n: classify.dataloader_iter(n) or ""),
-                          dtype=object)
-        host = np.isin(r["kind"].astype(str).to_numpy(), ("annotation", "nvtx", "op"))   # legacy: op
-        loads = r[(kind == "main_process") & host]
+        loads = _main_process_loads(tl.ranges)
         if len(loads) == 0 or not tl.has_gpu_activity:
             return
         # idle inside the GPU's active window: a load before the first kernel is warm-up
@@ -93,3 +100,11 @@ class DataLoaderMainProcess(Rule):
             metrics={"idle_ns": Measure(idle_ns, "ns"), "idle_share": Measure(round(idle_ns / span, 4), "ratio"),
                      "batches": Measure(len(loads), "count")},
             key="main_process")
+
+
+def _main_process_loads(r):
+    """The `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` host ranges."""
+    kind = np.asarray(classify.classify_categorical(r["name"], lambda n: classify.dataloader_iter(n) or ""),
+                      dtype=object)
+    host = np.isin(r["kind"].astype(str).to_numpy(), ("annotation", "nvtx", "op"))   # legacy: op
+    return r[(kind == "main_process") & host]

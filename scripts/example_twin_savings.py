@@ -1,6 +1,6 @@
 """Projected saving vs the real difference, for the examples/ pairs captured on the CPU (#13).
 
-    .venv/bin/python scripts/example_twin_savings.py [--steps 6] [--keep DIR]
+    .venv/bin/python scripts/example_twin_savings.py [--steps 6] [--keep DIR] [--only FILE ...]
 
 Captures each anti-pattern and its fixed twin with `tracelint capture --steps N` (one intra-op
 thread, as tests/test_examples.py), reads the ProfilerStep spans from the raw trace JSON
@@ -24,7 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PAIRS = [("item_in_loop.py", "item_fixed.py"), ("tiny_ops_loop.py", "tiny_ops_fused.py"),
          ("pageable_copy.py", "pinned_copy.py"), ("dequant_linear.py", "dequant_fused.py"),
-         ("transposes.py", "transposes_fixed.py")]
+         ("transposes.py", "transposes_fixed.py"), ("optimizer_per_param.py", "optimizer_fused.py"),
+         ("dataloader_main.py", "dataloader_workers.py")]
 #: The tolerance of issue #13: a projected saving within +-20 % of the real difference.
 TOLERANCE = 0.20
 
@@ -57,12 +58,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=6, help="iterations recorded per capture")
     ap.add_argument("--keep", help="write the captures here (default: a temporary folder)")
+    ap.add_argument("--only", nargs="+", metavar="FILE",
+                    help="only the pairs whose anti-pattern is one of these (optimizer_per_param.py ...)")
     args = ap.parse_args()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="twins-"))
     print("| pair | steps | median step: anti-pattern (min-max) | twin (min-max) | real difference "
           "per step | findings on the anti-pattern's CPU capture | projected saving per step | "
           "checkable |\n|---|---|---|---|---|---|---|---|")
     for anti, fixed in PAIRS:
+        if args.only and anti not in args.only:
+            continue
         report = capture(anti, root / Path(anti).stem, args.steps)
         capture(fixed, root / Path(fixed).stem, args.steps)
         sa = step_spans_us(root / Path(anti).stem / "trace.json")

@@ -10,6 +10,10 @@ Why it is built this way:
   Tensor ...>` -> `item`). When the user's source file can be read (source roots, the trace's
   folder, the working directory) and the function body calls that name on exactly one line,
   the site is narrowed to that line. Two or more candidates: the definition line stays.
+  When the callee is a decorator's wrapper that the body never names (`opt.step()` arrives
+  as `wrapper` -> `_use_grad` -> `step`, `zero_grad` as `inner` -> `_fn` -> `zero_grad`), the
+  next frames down (at most _MAX_WRAPPERS) are tried in order: the first name the body calls on
+  exactly one line narrows the site. A module call (`_call_impl`) is never looked through.
 - The first *user* frame is chosen, not a site-packages one; when there is none, the innermost
   library frame is returned marked `library=True`. `nn.Module: Linear_4` frames are not code
   locations: they become the module path.
@@ -36,6 +40,8 @@ _OURS = re.compile(r"tracelint[/\\]capture[/\\]")      # the capture runner's ow
 _MODULE_CALL = {"_call_impl", "_wrapped_call_impl", "__call__"}
 #: slack around the profiling window that still counts as "open when profiling started"
 _START_SLACK_NS = 1_000_000
+#: how many frames below an unnamed callee (a decorator's wrapper) narrowing may look through
+_MAX_WRAPPERS = 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,7 @@ class SourceSite:
     callee: str | None = None         # what the frame was calling, when the stack names it
     library: bool = False             # no user frame on the stack: this is library code
     module_path: tuple[str, ...] = field(default=())
+    inner: tuple[str, ...] = field(default=())   # callees of the frames below `callee`, in order
 
     def apply(self, where) -> None:
         """Copy onto a Where (finding.Where)."""
@@ -205,7 +212,13 @@ def narrow(site: SourceSite, path: Path | None) -> SourceSite:
     if site.callee:
         lines = _calls(scope, site.callee)
         if len(lines) == 1:
-            return replace_site(site, line=lines[0], line_kind="call")
+            return replace_site(site, line=lines[0], line_kind="call", inner=())
+        for name in (() if lines else site.inner):   # the callee is a wrapper the body never names
+            found = _calls(scope, name)
+            if found:
+                if len(found) == 1:
+                    return replace_site(site, line=found[0], line_kind="call", callee=name, inner=())
+                break
     if site.line_kind == "start":     # the line running when profiling began says nothing
         if isinstance(scope, ast.Module):
             return replace_site(site, line=None, line_kind=None)
@@ -249,12 +262,18 @@ def site_in_stack(enc: pd.DataFrame, window: tuple[int, int] | None,
         return None
     pos = code.index(chosen)
     callee = callee_name(fns[code[pos - 1]]) if pos > 0 else None
+    inner: list[str] = []
+    for j in range(pos - 2, max(pos - 2 - _MAX_WRAPPERS, -1), -1):   # the frames below, outer first
+        name = callee_name(fns[code[j]]) if callee else None
+        if name is None or f_builtin(files[code[j]]):
+            break
+        inner.append(name)
     kind = lines
     if lines == "def" and window is not None and starts[chosen] <= window[0] + _START_SLACK_NS \
             and ends[chosen] >= window[1] - _START_SLACK_NS:
         kind = "start"
     return SourceSite(files[chosen], int(line_vals[chosen]), fns[chosen], kind, callee, library,
-                      module_path)
+                      module_path, tuple(inner))
 
 
 def f_builtin(file: str) -> bool:

@@ -47,10 +47,30 @@ def fused() -> TraceBuilder:
     return b
 
 
+def clip(params: int = 48, foreach: bool = False) -> TraceBuilder:
+    """clip_grad_norm_ records no range: its Python frame (with stacks) is the region."""
+    b = TraceBuilder()
+    for s in range(4):
+        with b.step(s):
+            _forward_backward(b)
+            with b.python("train.py", 10, "train_step"), \
+                    b.python("torch/nn/utils/clip_grad.py", 39, "_no_grad_wrapper"), \
+                    b.python("torch/nn/utils/clip_grad.py", 184, "clip_grad_norm_"):
+                ops = (("aten::_foreach_norm", "aten::_foreach_mul_") if foreach else
+                       ["aten::linalg_vector_norm"] * params + ["aten::mul_"] * params)
+                for op in ops:
+                    with b.op(op):
+                        b.launch(ELT, 3_000)
+    return b
+
+
 SCENARIOS = [
     Scenario("TL030", "positive-foreach-off-and-zero-grad", per_parameter, True,
              expect={"occurrences": 4, "key": "step"}, nvtx_ops=True),
     Scenario("TL030", "near-miss-fused-set-to-none", fused, False, nvtx_ops=True),
     Scenario("TL030", "near-miss-few-parameters", lambda: per_parameter(params=4), False,
              nvtx_ops=True),
+    Scenario("TL030", "positive-clip-per-parameter-frame", clip, True,
+             expect={"occurrences": 4, "key": "clip", "where.function": "train_step"}, formats=("kineto",)),
+    Scenario("TL030", "near-miss-clip-foreach", lambda: clip(foreach=True), False, formats=("kineto",)),
 ]

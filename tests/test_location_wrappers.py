@@ -1,0 +1,66 @@
+"""Narrowing a Python frame to its call through decorator wrappers (engine/location.py).
+
+torch.profiler names `opt.step()` as `wrapper` -> `_use_grad` -> `step` below the user's frame,
+and `opt.zero_grad()` as `inner` -> `_fn` -> `zero_grad`; the body never calls `wrapper`, so the
+next frames down are tried. Stacks here are written by hand, the source lines counted in the test.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from tracelint.engine import location
+
+SOURCE = """\
+def train_step(opt, model, x):
+    opt.zero_grad()
+    loss = model(x).sum()
+    loss.backward()
+    opt.step()
+    model.step()
+    return loss
+"""
+
+
+def _stack(tmp_path, *inner: tuple[str, str]):
+    """enc as Context passes it: innermost frame first; the user frame `train_step` outermost."""
+    path = tmp_path / "train.py"
+    path.write_text(SOURCE)
+    frames = [*reversed(inner), (str(path), "train_step")]
+    enc = pd.DataFrame({"file": [f for f, _ in frames], "function": [fn for _, fn in frames],
+                        "line": [10] * len(inner) + [1], "start": [100] * len(frames),
+                        "end": [200] * len(frames), "depth": list(range(len(frames), 0, -1))})
+    site = location.site_in_stack(enc, window=(0, 1000), lines="def")
+    return location.narrow(site, path)
+
+
+def _line(text: str) -> int:
+    return next(i for i, ln in enumerate(SOURCE.splitlines(), 1) if ln.strip() == text)
+
+
+def test_step_through_its_wrappers(tmp_path):
+    site = _stack(tmp_path, ("torch/optim/optimizer.py", "wrapper"), ("torch/optim/optimizer.py", "_use_grad"),
+                  ("torch/optim/adam.py", "zero_grad"))
+    # zero_grad is the first name the body calls once: its line, and the callee says so
+    assert (site.line, site.line_kind, site.callee) == (_line("opt.zero_grad()"), "call", "zero_grad")
+
+
+def test_zero_grad_through_compile_wrappers(tmp_path):
+    site = _stack(tmp_path, ("torch/_compile.py", "inner"), ("torch/_dynamo/eval_frame.py", "_fn"),
+                  ("torch/optim/optimizer.py", "zero_grad"), ("torch/optim/optimizer.py", "deeper"))
+    assert (site.line, site.line_kind) == (_line("opt.zero_grad()"), "call")
+
+
+def test_ambiguous_name_keeps_the_definition(tmp_path):
+    # `step` is called on two lines (opt.step(), model.step()): no guess
+    site = _stack(tmp_path, ("torch/optim/optimizer.py", "wrapper"), ("torch/optim/optimizer.py", "_use_grad"),
+                  ("torch/optim/adam.py", "step"))
+    assert (site.line, site.line_kind) == (1, "def")
+
+
+def test_too_deep_or_module_call_is_not_looked_through(tmp_path):
+    three = _stack(tmp_path, ("torch/a.py", "wrapper"), ("torch/a.py", "w2"), ("torch/a.py", "w3"),
+                   ("torch/optim/optimizer.py", "zero_grad"))
+    assert (three.line, three.line_kind) == (1, "def")        # more than two wrappers deep
+    module = _stack(tmp_path, ("torch/nn/modules/module.py", "_wrapped_call_impl"),
+                    ("torch/nn/modules/module.py", "_call_impl"), ("torch/optim/optimizer.py", "zero_grad"))
+    assert (module.line, module.line_kind) == (1, "def")      # a module call: never
