@@ -38,7 +38,9 @@ class ReadbackInLoop(Rule):
     steps), use tensor ops instead of data-dependent Python control flow (`torch.where`, masks
     instead of `nonzero`), read back once after the loop.
     Counter-example (when it does not apply): tensors that live on the CPU in production as well
-    (CPU inference); a read-back once per epoch or for periodic logging (below the iteration share).
+    (CPU inference); a read-back once per epoch or for periodic logging (below the iteration share);
+    reads a framework op or the optimizer makes inside itself (a fused AdamW's scalars,
+    single-tensor AdamW's `step.item()` on CPU step counts): they are not the program's.
     """
 
     id = "TL010"
@@ -67,11 +69,14 @@ class ReadbackInLoop(Rule):
         ops = r[(r["kind"] == "op").to_numpy() & classify.name_mask(r["name"], classify.is_host_readback_op)]
         if len(ops) == 0:
             return
-        # Keep outermost read-backs (aten::item encloses aten::_local_scalar_dense).
+        # Keep the program's own read-backs: outermost ones (aten::item encloses
+        # aten::_local_scalar_dense), not those a framework op or the optimizer makes inside
+        # itself (a fused AdamW reading its step counts, single-tensor AdamW's step.item()).
         parent_names = r["name"].astype(str).to_numpy()[np.clip(ops["parent"].to_numpy(), 0, None)]
-        nested = (ops["parent"].to_numpy() >= 0) & np.array(
-            [classify.is_host_readback_op(n) for n in parent_names], dtype=bool)
-        ops = ops[~nested]
+        internal = (ops["parent"].to_numpy() >= 0) & np.array(
+            [n.startswith("aten::") or classify.optimizer_region(n) is not None for n in parent_names],
+            dtype=bool)
+        ops = ops[~internal]
         s_start, s_end = steps["start"].to_numpy(), steps["end"].to_numpy()
         order = np.argsort(s_start)
         s_start, s_end, s_num = s_start[order], s_end[order], steps["step"].to_numpy()[order]
