@@ -6,14 +6,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
+from tracelint.reporters.fmt import short_name
 from tracelint.whatif.edits import Ops, Scale
-
-
-def _short(name, n: int = 100) -> str:
-    name = str(name)
-    return name if len(name) <= n else name[: n - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -74,7 +70,7 @@ class LayoutTransform(Rule):
         device = k["device"].to_numpy()
         start, end = k["start"].to_numpy(), k["end"].to_numpy()
         dur = end - start
-        t = self._host_time(ctx, start)
+        t = ctx.issue_time("kernels")
         for d in np.unique(device[layout]):
             on = device == d
             lay = on & layout
@@ -87,23 +83,10 @@ class LayoutTransform(Rule):
             yield self._finding(ctx, int(d), on, lay, dur, total, lay_ns, recurrence, slot_kind)
 
     @staticmethod
-    def _host_time(ctx, kstart):
-        """Launch-call start per kernel where linked (iterations are host ranges), else its start."""
-        launch = ctx.launch_index("kernels")
-        api_t = ctx.tl.api_calls["start"].to_numpy()
-        if len(api_t) == 0:
-            return kstart
-        return np.where(launch >= 0, api_t[np.clip(launch, 0, None)], kstart)
-
-    @staticmethod
     def _recurrence(ctx, t, start, end, on, lay) -> tuple[str, float]:
         """Share of iterations (else of ten equal slices of the active window) with layout kernels."""
-        r = ctx.tl.ranges
-        steps = r[r["kind"] == "step"].sort_values("start") if len(r) else r
-        if len(steps) >= 2:
-            ss, se = steps["start"].to_numpy(), steps["end"].to_numpy()
-            pos = np.searchsorted(ss, t, side="right") - 1
-            sid = np.where((pos >= 0) & (t < se[np.clip(pos, 0, None)]), pos, -1)
+        if len(ctx.steps) >= 2:
+            sid = ctx.step_positions(t)
             n_all = len(np.unique(sid[on & (sid >= 0)]))
             if n_all >= 2:
                 return "iterations", len(np.unique(sid[lay & (sid >= 0)])) / n_all
@@ -124,11 +107,7 @@ class LayoutTransform(Rule):
         top_name = str(top.index[0])
         rows = np.flatnonzero(lay & (k["name"].astype(str).to_numpy() == top_name))
         r0 = int(rows[np.argmax(dur[rows])])
-        lrow = int(ctx.launch_index("kernels")[r0])
-        where = ctx.where_for_api(lrow) if lrow >= 0 else Where(rank=tl.meta.rank)
-        where.device, where.stream = d, int(k["stream"].iat[r0])
-        where.start_ns, where.end_ns = int(k["start"].iat[r0]), int(k["end"].iat[r0])
-        where.kernel = top_name
+        where = ctx.where_for_kernel(r0)
         share = lay_ns / total
         n = int(lay.sum())
         system = Evidence.measured(
@@ -152,14 +131,14 @@ class LayoutTransform(Rule):
             d2d_txt = f" Besides, {int(d2d.sum())} device-to-device copies moved {b[b >= 0].sum() / 1e6:.1f} MB."
         kernel = Evidence.measured(
             f"{n} layout kernels in {len(g)} names; heaviest: "
-            + ", ".join(f"`{_short(nm)}` ×{int(r['size'])} {r['sum'] / 1e6:.3f} ms" for nm, r in top.head(3).iterrows())
+            + ", ".join(f"`{short_name(nm)}` ×{int(r['size'])} {r['sum'] / 1e6:.3f} ms" for nm, r in top.head(3).iterrows())
             + ". Bytes moved are not in the kernel records (Nsight Compute dram__bytes gives them)." + d2d_txt,
             **kfacts)
         micro = ctx.microarch(d, where.start_ns, where.end_ns, kernels=[str(x) for x in top.index[:3]])
         return self.finding(
             ctx,
             message=(f"GPU {d}: {n} layout-transform kernels take {share:.1%} of kernel time "
-                     f"({lay_ns / 1e6:.2f} ms); heaviest `{_short(top_name, 80)}`"),
+                     f"({lay_ns / 1e6:.2f} ms); heaviest `{short_name(top_name, 80)}`"),
             impact_ns=lay_ns, where=where, occurrences=n,
             windows=[(int(k["start"].iat[r0]), int(k["end"].iat[r0]))],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},

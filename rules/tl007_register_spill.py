@@ -7,10 +7,9 @@ import numpy as np
 import pandas as pd
 
 from tracelint.engine.context import CAPTURE_HINTS
-from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline.occupancy import occupancy
-
 
 
 @dataclass(frozen=True)
@@ -91,23 +90,16 @@ class RegisterSpill(Rule):
                            "spill": spill, "regcap": regcap})
         by = df[df["flag"]].groupby("name", sort=False)["dur"].sum()
         by = by[by >= opt.min_share * total].sort_values(ascending=False)
-        local_captured = bool((local >= 0).any())
         for name, flagged_ns in by.items():  # loop over reported kernel names
             rows = np.flatnonzero((df["name"].to_numpy() == name) & flagged)
-            yield self._finding(ctx, name, rows, int(flagged_ns), total, dur, occ, regs, local,
-                                spill, local_captured)
+            yield self._finding(ctx, name, rows, int(flagged_ns), total, dur, occ, regs, local, spill)
 
-    def _finding(self, ctx, name, rows, flagged_ns, total, dur, occ, regs, local, spill, local_captured):
-        tl = ctx.tl
-        k = tl.kernels
+    def _finding(self, ctx, name, rows, flagged_ns, total, dur, occ, regs, local, spill):
+        k = ctx.tl.kernels
         rep = int(rows[np.argmax(dur[rows])])
         is_spill = bool(spill[rows].any())
         n = len(rows)
-        dev = int(k["device"].iat[rep])
-        li = ctx.launch_index("kernels")[rep]
-        where = ctx.where_for_api(int(li)) if li >= 0 else Where(rank=tl.meta.rank)
-        where.device, where.stream, where.kernel = dev, int(k["stream"].iat[rep]), str(name)
-        where.start_ns, where.end_ns = int(k["start"].iat[rep]), int(k["end"].iat[rep])
+        where = ctx.where_for_kernel(rep)
         threads = int(occ["threads"][rep])
         r, lm = int(regs[rep]), int(local[rep])
         smem = int(max(k["static_smem"].iat[rep], 0) + max(k["dynamic_smem"].iat[rep], 0))
@@ -137,7 +129,7 @@ class RegisterSpill(Rule):
             f"{n} launches of `{name}` take {flagged_ns / 1e6:.3f} ms, {share:.1%} of all kernel time.",
             launches=Measure(n, "count"), kernel_time_ns=Measure(flagged_ns, "ns"),
             share=Measure(round(share, 4), "ratio"))
-        micro = ctx.microarch(dev, int(k["start"].iat[rep]), int(k["end"].iat[rep]), kernels=[str(name)],
+        micro = ctx.microarch(where.device, where.start_ns, where.end_ns, kernels=[str(name)],
                               expect={r"occupancy|warps.?active|warps? in flight|Warp Occupancy": "low"})
         what = (f"spills {lm} B/thread to local memory" if is_spill and lm > 0 else "spills to local memory") \
             if is_spill else f"is register-capped at {theo:.1%} occupancy ({r} regs/thread)"

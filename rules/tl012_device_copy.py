@@ -8,7 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify, intervals
+from tracelint.timeline import classify, host_scope, intervals
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class DeviceCopy(Rule):
         nbytes = g["bytes"].to_numpy()
         known = (nbytes >= 0) & (g["table"].to_numpy() == "copies")
         launch = np.array([ctx.launch_index(t)[r] for t, r in zip(g["table"], g["row"])], dtype=np.int64)
-        by_op = pd.Series(dur).groupby(_outer_ops(tl, launch)).sum().sort_values(ascending=False)
+        by_op = pd.Series(dur).groupby(host_scope.outer_op_names(tl, launch)).sum().sort_values(ascending=False)
         op_txt = ", ".join(f"`{n}` {v / 1e6:.2f} ms" for n, v in by_op.head(opt.top).items())
         i0 = int(np.argmax(dur))
         where = ctx.where_for_api(int(launch[i0])) if launch[i0] >= 0 else Where(rank=tl.meta.rank)
@@ -126,28 +126,3 @@ def _rows(df: pd.DataFrame, table: str, sel: np.ndarray, nbytes: np.ndarray) -> 
                          "start": df["start"].to_numpy()[sel], "end": df["end"].to_numpy()[sel],
                          "bytes": nbytes[sel], "name": df["name"].astype(str).to_numpy()[sel]})
 
-
-def _outer_ops(tl, launch: np.ndarray) -> np.ndarray:
-    """The outermost CPU op around each launch call ('no CPU op recorded' where none): the
-    operator the user called (`aten::clone`), not the `aten::copy_` inside it."""
-    out = np.full(len(launch), "no CPU op recorded", dtype=object)
-    r = tl.ranges
-    if len(r) == 0 or not (launch >= 0).any():
-        return out
-    ops = r[(r["kind"].astype(str) == "op").to_numpy()]
-    api = tl.api_calls
-    li = np.clip(launch, 0, None)
-    for (pid, tid), o in ops.groupby(["pid", "tid"], observed=True):  # loop over host threads
-        sel = np.flatnonzero((launch >= 0) & (api["pid"].to_numpy()[li] == pid) & (api["tid"].to_numpy()[li] == tid))
-        if len(sel) == 0:
-            continue
-        t = api["start"].to_numpy()[launch[sel]]
-        todo = np.ones(len(sel), dtype=bool)
-        for _, lvl in o.groupby("depth", sort=True):  # loop over nesting depths, outermost first
-            lvl = lvl.sort_values("start")
-            s, e = lvl["start"].to_numpy(), lvl["end"].to_numpy()
-            i = np.searchsorted(s, t, side="right") - 1
-            hit = todo & (i >= 0) & (t < e[np.clip(i, 0, None)])
-            out[sel[hit]] = lvl["name"].astype(str).to_numpy()[i[hit]]
-            todo &= ~hit
-    return out

@@ -8,7 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify, intervals
+from tracelint.timeline import classify, host_scope, intervals
 
 REGION_WORDS = {"step": ("The optimizer step", "foreach=True or fused=True"),
                 "zero_grad": ("`zero_grad()`", "zero_grad(set_to_none=True)"),
@@ -62,17 +62,16 @@ class PerParameterOptimizer(Rule):
     def check(self, ctx):
         tl = ctx.tl
         r = tl.ranges
-        region_kind = _labels(r["name"], classify.optimizer_region)
+        region_kind = classify.name_labels(r["name"], classify.optimizer_region)
         host_range = np.isin(r["kind"].astype(str).to_numpy(), ("annotation", "nvtx", "op"))  # legacy: op
         region_kind = np.where(host_range, region_kind, "")
         r, region_kind = _with_clip_frames(r, region_kind, tl.python_frames)
-        scope = _labels(r["name"], classify.op_tensor_scope)
+        scope = classify.name_labels(r["name"], classify.op_tensor_scope)
         is_region = region_kind != ""
         if not is_region.any():
             return
         counts = intervals.starts_inside_per_thread(r, is_region, scope == "per_tensor", scope == "multi_tensor")
         self._per_tensor = r[scope == "per_tensor"]
-        api = tl.api_calls
         for kind in ("step", "zero_grad", "clip"):
             rows = np.flatnonzero(is_region & (region_kind == kind))
             if len(rows) == 0:
@@ -80,21 +79,24 @@ class PerParameterOptimizer(Rule):
             per, multi = counts[0][rows], counts[1][rows]
             if multi.sum() > 0 or np.median(per) < self.options.min_ops:
                 continue
-            found = self._finding(ctx, kind, r.iloc[rows], per, api)
+            found = self._finding(ctx, kind, r.iloc[rows], per)
             if found is not None:
                 yield found
 
-    def _finding(self, ctx, kind, regions, per, api):
+    def _finding(self, ctx, kind, regions, per):
         what, fix = REGION_WORDS[kind]
         host_ns = int((regions["end"] - regions["start"]).sum())
-        launches, k_rows = _launches_in(ctx, regions, api)
+        k_rows = host_scope.launched_inside(ctx.tl, "kernels", regions)   # on the regions' threads
+        launches = len(k_rows)
         if ctx.tl.has_gpu_activity and launches < self.options.min_ops * len(regions):
             return None     # the ops run on the host or one kernel serves many (apex, amp_C)
         k = ctx.tl.kernels.iloc[k_rows]
         gpu_ns = int((k["end"] - k["start"]).sum()) if len(k) else 0
         name = str(regions["name"].iat[0])
         first = regions.iloc[0]
-        where = ctx.where_for_host(int(first["pid"]), int(first["tid"]), self._first_op(first),
+        # Where: at the region's first one-tensor op, whose Python stack names the call.
+        t0 = host_scope.first_start_inside(self._per_tensor, first)
+        where = ctx.where_for_host(int(first["pid"]), int(first["tid"]), t0,
                                    start_ns=int(first["start"]), end_ns=int(first["end"]))
         med = int(np.median(per))
         on = (f"{launches} kernel launches" if ctx.tl.has_gpu_activity else
@@ -126,14 +128,6 @@ class PerParameterOptimizer(Rule):
             key=kind)
 
 
-    def _first_op(self, region) -> int:
-        """When the region's first one-tensor op starts (its Python stack names the call)."""
-        o = self._per_tensor
-        o = o[(o["pid"] == region["pid"]) & (o["tid"] == region["tid"]) & (o["start"] >= region["start"])
-              & (o["start"] < region["end"])]
-        return int(o["start"].min()) if len(o) else int(region["start"])
-
-
 def _with_clip_frames(r, region_kind, frames):
     """Gradient clipping records no range: with Python stacks, its frame
     (`torch/nn/utils/clip_grad.py: clip_grad_norm_`) is the region. Ranges first, when present."""
@@ -150,21 +144,3 @@ def _with_clip_frames(r, region_kind, frames):
                       extra], ignore_index=True)
     return both, np.concatenate([region_kind, np.full(len(extra), "clip", dtype=object)])
 
-
-def _labels(names, fn) -> np.ndarray:
-    """fn over the distinct names, '' where it says None."""
-    return np.asarray(classify.classify_categorical(names, lambda n: fn(n) or ""), dtype=object)
-
-
-def _launches_in(ctx, regions, api) -> tuple[int, np.ndarray]:
-    """(kernels launched from inside the regions on their threads, their kernel rows)."""
-    if len(api) == 0:
-        return 0, np.zeros(0, dtype=np.int64)
-    a_start = api["start"].to_numpy()
-    a_thread = (api["pid"].to_numpy().astype(np.int64) << 32) ^ api["tid"].to_numpy().astype(np.int64)
-    inside = np.zeros(len(api), dtype=bool)
-    for pid, tid, s, e in zip(regions["pid"], regions["tid"], regions["start"], regions["end"]):
-        inside |= (a_thread == ((int(pid) << 32) ^ int(tid))) & (a_start >= s) & (a_start < e)
-    launch = ctx.launch_index("kernels")
-    k_rows = np.flatnonzero((launch >= 0) & inside[np.clip(launch, 0, None)])
-    return len(k_rows), k_rows

@@ -7,7 +7,7 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify
+from tracelint.timeline import classify, host_scope
 
 PARTS = ("replicate", "scatter", "gather", "reduce")
 NO_SAVING = ("DistributedDataParallel removes the per-step replicate / scatter / gather measured "
@@ -66,13 +66,11 @@ class DataParallel(Rule):
         tl = ctx.tl
         r = tl.ranges
         is_op = np.isin(r["kind"].astype(str).to_numpy(), ("op", "nvtx"))
-        part = np.asarray(classify.classify_categorical(r["name"], lambda n: classify.data_parallel_op(n) or ""),
-                          dtype=object)
+        part = classify.name_labels(r["name"], classify.data_parallel_op)
         dp = is_op & (part != "")
         if not dp.any():
             return
-        parent = r["parent"].to_numpy()
-        outer = np.array([row for row in np.flatnonzero(dp) if not _inside_dp(row, parent, dp)], dtype=np.int64)
+        outer = host_scope.outermost(r["parent"].to_numpy(), dp)
         multi = outer[np.isin(part[outer], ("replicate", "gather", "reduce"))]
         if len(multi) == 0:
             return
@@ -97,9 +95,7 @@ class DataParallel(Rule):
         dur = (r["end"] - r["start"]).to_numpy()
         host_ns = int(dur[outer].sum())
         by_part = {p: int(dur[outer[part[outer] == p]].sum()) for p in PARTS}
-        first = r.iloc[int(multi[0])]
-        where = ctx.where_for_host(int(first["pid"]), int(first["tid"]), int(first["start"]),
-                                   start_ns=int(first["start"]), end_ns=int(first["end"]))
+        where = ctx.where_for_range(r.iloc[int(multi[0])])
         unit = "iteration" if marked else "call"
         per = host_ns / max(n_iter, 1)
         parts_txt = ", ".join(f"{p} {by_part[p] / 1e6:.2f} ms" for p in PARTS if by_part[p])
@@ -125,15 +121,6 @@ class DataParallel(Rule):
             key="data_parallel", saving_note=NO_SAVING)
 
 
-def _inside_dp(row: int, parent: np.ndarray, dp: np.ndarray) -> bool:
-    p = parent[row]
-    while p >= 0:
-        if dp[p]:
-            return True
-        p = parent[p]
-    return False
-
-
 def _copy_evidence(ctx, r, outer) -> Evidence:
     """Copies launched from inside the DataParallel Functions (same thread, inside the op)."""
     tl = ctx.tl
@@ -142,14 +129,7 @@ def _copy_evidence(ctx, r, outer) -> Evidence:
         return Evidence.not_captured(
             "No copies linked to the DataParallel Functions (no GPU activity captured, or none linked).",
             "torch.profiler with ProfilerActivity.CUDA, or nsys profile -t cuda,nvtx with emit_nvtx")
-    a_pid, a_tid, a_t = api["pid"].to_numpy(), api["tid"].to_numpy(), api["start"].to_numpy()
-    inside = np.zeros(len(api), dtype=bool)
-    for row in outer:
-        pid, tid = int(r["pid"].iat[row]), int(r["tid"].iat[row])
-        s, e = int(r["start"].iat[row]), int(r["end"].iat[row])
-        inside |= (a_pid == pid) & (a_tid == tid) & (a_t >= s) & (a_t < e)
-    launch = ctx.launch_index("copies")
-    rows = np.flatnonzero((launch >= 0) & inside[np.clip(launch, 0, None)])
+    rows = host_scope.launched_inside(tl, "copies", r.iloc[outer])
     if len(rows) == 0:
         return Evidence.not_captured(
             "No copies linked to the DataParallel Functions in this trace.",

@@ -7,7 +7,7 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify
+from tracelint.timeline import classify, host_scope
 from tracelint.whatif.edits import Ops, Scale
 
 
@@ -62,20 +62,15 @@ class CudnnAutotuneInSteps(Rule):
     frameworks = frozenset({"pytorch"})     # reads aten:: convolution op names
     Options = Options
 
-    def _analysis(self, ctx):
-        if getattr(self, "_cached", (None,))[0] is not ctx:
-            self._cached = (ctx, self._analyse(ctx))
-        return self._cached[1]
-
     def fix_edits(self, finding, ctx):
-        a = self._analysis(ctx)
+        a = self.once_per_context(ctx, self._analyse)
         rows = tuple(a["candidate_kernels"]) if a else ()
         if not rows:
             return None, "no candidate kernels to remove"
         return [Scale(None, 0.0, ops=Ops(kernel_rows=rows), with_launch=True)], ""
 
     def check(self, ctx):
-        a = self._analysis(ctx)
+        a = self.once_per_context(ctx, self._analyse)
         if not a or len(a["later_iterations"]) < self.options.min_iterations:
             return
         r = ctx.tl.ranges
@@ -84,10 +79,8 @@ class CudnnAutotuneInSteps(Rule):
         host_ns = int(sum(int(r["end"].iat[c] - r["start"].iat[c]) for c in calls))
         gpu_ns = int((k["end"] - k["start"]).sum())
         names = int(k["name"].nunique())
-        first = r.iloc[int(calls[0])]
         later = a["later_iterations"]
-        where = ctx.where_for_host(int(first["pid"]), int(first["tid"]), int(first["start"]),
-                                   start_ns=int(first["start"]), end_ns=int(first["end"]))
+        where = ctx.where_for_range(r.iloc[int(calls[0])])
         system = Evidence.measured(
             f"{len(calls)} convolution call(s) benchmark candidate algorithms, in "
             f"{len(a['iterations'])} iteration(s) ({len(later)} after the first profiled one); "
@@ -120,27 +113,23 @@ class CudnnAutotuneInSteps(Rule):
         if len(r) == 0 or len(api) == 0:
             return None
         is_op = np.isin(r["kind"].astype(str).to_numpy(), ("op", "nvtx"))
-        label = np.asarray(classify.classify_categorical(r["name"], lambda n: classify.model_op(n) or ""),
-                           dtype=object)
-        conv = is_op & np.isin(label, ("conv", "conv_backward"))
+        conv = is_op & classify.name_mask(r["name"], lambda n: classify.model_op(n) in ("conv", "conv_backward"))
         parent = r["parent"].to_numpy()
         outer = np.flatnonzero(conv & ~((parent >= 0) & conv[np.clip(parent, 0, None)]))
         if len(outer) == 0:
             return None
-        blocking = np.asarray(classify.classify_categorical(
-            api["name"], lambda n: "y" if classify.api_role(n) == "sync" and classify.blocks_host(n) else ""),
-            dtype=object) == "y"
+        blocking = classify.name_mask(api["name"], lambda n: classify.api_role(n) == "sync" and classify.blocks_host(n))
         launch = ctx.launch_index("kernels")
         k_names = tl.kernels["name"].to_numpy()
-        a_pid, a_tid, a_t = api["pid"].to_numpy(), api["tid"].to_numpy(), api["start"].to_numpy()
+        a_t = api["start"].to_numpy()
         calls, kernels, candidates, syncs, its = [], [], [], 0, set()
         for c in outer:
             s, e = int(r["start"].iat[c]), int(r["end"].iat[c])
-            inside = (a_pid == r["pid"].iat[c]) & (a_tid == r["tid"].iat[c]) & (a_t >= s) & (a_t < e)
+            inside = host_scope.calls_inside(api, [r["pid"].iat[c]], [r["tid"].iat[c]], [s], [e])
             n_sync = int((inside & blocking).sum())
             if n_sync < opt.min_syncs:
                 continue
-            ks = np.flatnonzero((launch >= 0) & inside[np.clip(launch, 0, None)])
+            ks = host_scope.launched_from(launch, inside)
             if len(ks) < opt.min_kernels or len(set(k_names[ks])) < opt.min_distinct:
                 continue
             calls.append(int(c))
@@ -153,8 +142,7 @@ class CudnnAutotuneInSteps(Rule):
                 its.add(it)
         if not calls:
             return None
-        steps = r[r["kind"].astype(str) == "step"]
-        first_it = int(steps.sort_values("start")["step"].iat[0]) if len(steps) else None
+        first_it = ctx.first_iteration
         later = sorted(i for i in its if first_it is not None and i != first_it)
         return {"calls": calls, "kernels": np.array(kernels, dtype=np.int64),
                 "candidate_kernels": candidates, "syncs": syncs, "iterations": sorted(its),

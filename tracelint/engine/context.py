@@ -72,6 +72,16 @@ class Context:
             out[sel] = idx[rows[sel]]
         return out
 
+    def issue_time(self, table: str) -> np.ndarray:
+        """When each row of a GPU table was issued: its launch call's start where linked (host
+        ranges such as iterations are on that clock), else the row's own start."""
+        start = self.tl.table(table)["start"].to_numpy()
+        api_t = self.tl.api_calls["start"].to_numpy()
+        if len(api_t) == 0:
+            return start
+        launch = self.launch_index(table)
+        return np.where(launch >= 0, api_t[np.clip(launch, 0, None)], start)
+
     def device_gaps(self, device: int) -> tuple[np.ndarray, np.ndarray]:
         """Idle gaps on a device between merged busy intervals (start, end arrays)."""
         s, e = self.tl.busy_intervals(device)
@@ -116,6 +126,42 @@ class Context:
         a = self.tl.api_calls
         return self.where_for_host(int(a["pid"].iat[row]), int(a["tid"].iat[row]),
                                    int(a["start"].iat[row]), **kw)
+
+    def where_for_range(self, row) -> Where:
+        """Where for a host range (a row with pid, tid, start, end): its host context at its
+        start, and its time."""
+        s, e = int(row["start"]), int(row["end"])
+        return self.where_for_host(int(row["pid"]), int(row["tid"]), s, start_ns=s, end_ns=e)
+
+    def where_for_kernel(self, row: int) -> Where:
+        """Where for a kernels row: its launch call's host context (the rank alone when the
+        launch is not linked), with the kernel's device, stream, name and time."""
+        k = self.tl.kernels
+        li = int(self.launch_index("kernels")[row])
+        w = self.where_for_api(li) if li >= 0 else Where(rank=self.tl.meta.rank)
+        w.device, w.stream, w.kernel = int(k["device"].iat[row]), int(k["stream"].iat[row]), str(k["name"].iat[row])
+        w.start_ns, w.end_ns = int(k["start"].iat[row]), int(k["end"].iat[row])
+        return w
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The iteration ranges (kind "step"), sorted by start."""
+        return self._steps
+
+    @property
+    def first_iteration(self) -> int | None:
+        """The number of the first profiled iteration (None without iteration ranges)."""
+        return int(self._steps["step"].iat[0]) if len(self._steps) else None
+
+    def step_positions(self, t: np.ndarray) -> np.ndarray:
+        """For each time point, the position in `steps` of the iteration holding it (the last
+        one started at or before it, when it has not ended yet), else -1."""
+        s = self._steps
+        if len(s) == 0:
+            return np.full(len(t), -1, dtype=np.int64)
+        ss, se = s["start"].to_numpy(), s["end"].to_numpy()
+        pos = np.searchsorted(ss, t, side="right") - 1
+        return np.where((pos >= 0) & (t < se[np.clip(pos, 0, None)]), pos, -1)
 
     def iteration_at(self, t: int) -> int | None:
         s = self._steps

@@ -96,6 +96,13 @@ class Rule:
         kw.setdefault("severity", ctx.severity_for(self))
         return Finding(rule=self.id, slug=self.slug, title=self.title, **kw)
 
+    def once_per_context(self, ctx, compute):
+        """compute(ctx), run once per context and kept for the rule's other calls on it
+        (applicable, check and fix_edits share one analysis)."""
+        if getattr(self, "_per_context", (None,))[0] is not ctx:
+            self._per_context = (ctx, compute(ctx))
+        return self._per_context[1]
+
 
 def option(default, help: str):
     """A threshold with its one-line description (used by docs and config validation)."""

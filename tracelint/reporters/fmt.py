@@ -78,6 +78,12 @@ def fmt_count(c: Any) -> str:
     return f"{int(v):,}" if v == int(v) else f"{v:,.3g}"
 
 
+def short_name(name: Any, n: int = 100) -> str:
+    """A name cut to n characters (an ellipsis marks the cut), for messages and evidence."""
+    name = str(name)
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
 def fmt_measure(m: Measure) -> str:
     """A Measure with its unit made readable (ns -> µs/ms, ratio -> %, bytes -> MB)."""
     unit = (m.unit or "").strip()

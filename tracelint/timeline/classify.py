@@ -221,6 +221,12 @@ def blocks_host(name: str) -> bool:
     return role in ("copy", "memset") and "async" not in name.lower()
 
 
+def name_labels(values: pd.Series | pd.Categorical, fn) -> np.ndarray:
+    """fn(name) per row of a name column as an object array, '' where fn says None; evaluated
+    once per distinct name (classify_categorical)."""
+    return np.asarray(classify_categorical(values, lambda n: fn(n) or ""), dtype=object)
+
+
 def name_mask(values: pd.Series | pd.Categorical, fn) -> np.ndarray:
     """fn(name) -> bool per row of a name column, evaluated once per distinct name (a row
     without a name is False)."""

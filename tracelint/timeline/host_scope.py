@@ -1,0 +1,78 @@
+"""What a host range holds: the API calls made inside it on its own thread, the GPU work those
+calls launched, and which ranges are outermost; and, from the other side, the outermost CPU
+operator around a launch call. Rules ask these questions; the answers are measurement, not
+judgement, so they live here once instead of in each rule."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def calls_inside(api, pid, tid, start, end) -> np.ndarray:
+    """Mask over api_calls: the calls that start inside any of the host ranges given as arrays
+    (pid, tid, start, end), on the range's own thread; a range holds [start, end)."""
+    a_pid, a_tid, a_t = api["pid"].to_numpy(), api["tid"].to_numpy(), api["start"].to_numpy()
+    inside = np.zeros(len(api), dtype=bool)
+    for p, t, s, e in zip(pid, tid, start, end):  # loop over the ranges
+        inside |= (a_pid == int(p)) & (a_tid == int(t)) & (a_t >= s) & (a_t < e)
+    return inside
+
+
+def launched_from(launch: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """Rows of a GPU table (launch: its api_calls row per GPU row, -1 unlinked) whose launch call
+    is marked in the api_calls mask `calls`."""
+    if len(calls) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero((launch >= 0) & calls[np.clip(launch, 0, None)])
+
+
+def launched_inside(tl, table: str, ranges) -> np.ndarray:
+    """Rows of the GPU table `table` launched by a call made inside any of the host ranges (rows
+    with pid, tid, start, end), on the range's own thread."""
+    inside = calls_inside(tl.api_calls, ranges["pid"], ranges["tid"], ranges["start"], ranges["end"])
+    return launched_from(tl.launch_index(table), inside)
+
+
+def first_start_inside(ranges, region) -> int:
+    """When the first of `ranges` starting inside the host range `region` (a row with pid, tid,
+    start, end) on its thread starts; the region's own start when none does."""
+    o = ranges[(ranges["pid"] == region["pid"]) & (ranges["tid"] == region["tid"])
+               & (ranges["start"] >= region["start"]) & (ranges["start"] < region["end"])]
+    return int(o["start"].min()) if len(o) else int(region["start"])
+
+
+def outermost(parent: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """The selected ranges with no selected ancestor (parent: a range row per row, -1 at top)."""
+    def nested(row: int) -> bool:
+        p = parent[row]
+        while p >= 0:
+            if sel[p]:
+                return True
+            p = parent[p]
+        return False
+    return np.array([row for row in np.flatnonzero(sel) if not nested(row)], dtype=np.int64)
+
+
+def outer_op_names(tl, launch: np.ndarray) -> np.ndarray:
+    """The outermost CPU op around each launch call ('no CPU op recorded' where none): the
+    operator the user called (`aten::clone`), not the `aten::copy_` inside it."""
+    out = np.full(len(launch), "no CPU op recorded", dtype=object)
+    r = tl.ranges
+    if len(r) == 0 or not (launch >= 0).any():
+        return out
+    ops = r[(r["kind"].astype(str) == "op").to_numpy()]
+    api = tl.api_calls
+    li = np.clip(launch, 0, None)
+    for (pid, tid), o in ops.groupby(["pid", "tid"], observed=True):  # loop over host threads
+        sel = np.flatnonzero((launch >= 0) & (api["pid"].to_numpy()[li] == pid) & (api["tid"].to_numpy()[li] == tid))
+        if len(sel) == 0:
+            continue
+        t = api["start"].to_numpy()[launch[sel]]
+        todo = np.ones(len(sel), dtype=bool)
+        for _, lvl in o.groupby("depth", sort=True):  # loop over nesting depths, outermost first
+            lvl = lvl.sort_values("start")
+            s, e = lvl["start"].to_numpy(), lvl["end"].to_numpy()
+            i = np.searchsorted(s, t, side="right") - 1
+            hit = todo & (i >= 0) & (t < e[np.clip(i, 0, None)])
+            out[sel[hit]] = lvl["name"].astype(str).to_numpy()[i[hit]]
+            todo &= ~hit
+    return out
