@@ -6,14 +6,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
+from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import intervals
-from tracelint.timeline.collectives import (
-    canonical_collective,
-    collective_label,
-    issuing_collective,
-)
+from tracelint.timeline.collectives import kernel_collectives, next_compute_after
 from tracelint.whatif.edits import Ops, Overlap
 
 
@@ -93,15 +89,13 @@ class ExposedCommunication(Rule):
         window = int(ae.max() - as_.min()) if len(as_) else 0
         if window <= 0:
             return
-        coll = _collectives(ctx, crow)
+        coll = kernel_collectives(tl, crow)
         # Device-wide, each exposed ns once: union of comm minus its overlap with compute.
-        ms, me = intervals.merge(cs, ce)
-        dev_exposed = int((me - ms).sum() - intervals.overlap_each(ms, me, bs, be).sum())
+        dev_exposed = intervals.uncovered(cs, ce, bs, be)
         for c in pd.unique(coll):  # loop over collectives
             sel = coll == c
-            us, ue = intervals.merge(cs[sel], ce[sel])
-            comm_ns = int((ue - us).sum())
-            exp_ns = comm_ns - int(intervals.overlap_each(us, ue, bs, be).sum())
+            comm_ns = intervals.total(cs[sel], ce[sel])
+            exp_ns = intervals.uncovered(cs[sel], ce[sel], bs, be)
             if exp_ns <= 0 or exp_ns < opt.min_share * window or exp_ns < opt.min_exposed_ns:
                 continue
             yield self._finding(ctx, device, c, crow[sel], exposed[sel], overlap[sel], comm_ns, exp_ns,
@@ -113,11 +107,8 @@ class ExposedCommunication(Rule):
         n = len(rows)
         i0 = int(np.argmax(exposed))
         rep = int(rows[i0])
-        name = str(k["name"].iat[rep])
-        li = ctx.launch_index("kernels")[rep]
-        where = ctx.where_for_api(int(li)) if li >= 0 else Where(rank=tl.meta.rank)
-        where.device, where.stream, where.kernel = device, int(k["stream"].iat[rep]), name
-        where.start_ns, where.end_ns = int(k["start"].iat[rep]), int(k["end"].iat[rep])
+        where = ctx.where_for_kernel(rep)
+        name = where.kernel
         share = exp_ns / window
         hidden = 1 - exp_ns / comm_ns if comm_ns else 0.0
         kd = (k["end"].to_numpy()[rows] - k["start"].to_numpy()[rows])
@@ -130,16 +121,10 @@ class ExposedCommunication(Rule):
             overlapped_share=Measure(round(hidden, 4), "ratio"),
             exposed_share=Measure(round(share, 4), "ratio"), kernels=Measure(n, "count"),
             device_exposed_ns=Measure(dev_exposed, "ns"))
-        # The compute kernel that waited: the first compute kernel starting after the most
-        # exposed instance ends.
-        ce0 = int(k["end"].iat[rep])
-        j = np.searchsorted(bs, ce0, side="left")
-        if j < len(bs):
-            on = (k["device"].to_numpy() == device) & (k["start"].to_numpy() == bs[j])
-            nxt = str(k["name"].astype(str).to_numpy()[np.flatnonzero(on)[0]]) if on.any() else "?"
-            after = f"; the next compute kernel, `{nxt}`, starts {(bs[j] - ce0) / 1e3:.1f} µs after it ends"
-        else:
-            after = "; no compute kernel follows it"
+        # The compute kernel that waited: the first one starting after the most exposed instance.
+        nxt = next_compute_after(tl, device, where.end_ns, bs)
+        after = (f"; the next compute kernel, `{nxt[0]}`, starts {(nxt[1] - where.end_ns) / 1e3:.1f} µs after it ends"
+                 if nxt else "; no compute kernel follows it")
         top_names = pd.Series(k["name"].astype(str).to_numpy()[rows]).value_counts().head(3)
         kernel = Evidence.measured(
             f"Kernels: {', '.join(f'`{a}` ×{b}' for a, b in top_names.items())}; median "
@@ -161,14 +146,3 @@ class ExposedCommunication(Rule):
                      "exposed_share": Measure(round(share, 4), "ratio")},
             key=f"{coll}|device{device}")
 
-
-def _collectives(ctx, crow: np.ndarray) -> np.ndarray:
-    """The collective of each communication kernel: the op that issued it (c10d / nccl ops),
-    else its kernel name (timeline.collectives, the definition the job view uses too)."""
-    tl = ctx.tl
-    names = tl.kernels["name"].astype(str).to_numpy()[crow]
-    labels = {n: collective_label(n) for n in pd.unique(names)}
-    launch = ctx.launch_index("kernels")[crow]
-    t = tl.api_calls["start"].to_numpy()[np.clip(launch, 0, None)] if len(tl.api_calls) else launch
-    by_op = issuing_collective(tl, launch, t, canonical_collective)
-    return np.array([op or labels[n] for op, n in zip(by_op, names)], dtype=object)

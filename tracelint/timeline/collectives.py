@@ -97,3 +97,26 @@ def issuing_collective(tl, launch: np.ndarray, t: np.ndarray, canon) -> list[str
         if hit:
             out[i] = o_coll[hit[0]]
     return out
+
+
+def kernel_collectives(tl, rows: np.ndarray) -> np.ndarray:
+    """The collective of each communication kernel (rows of tl.kernels): the op that issued it
+    (c10d / nccl ops), else its kernel name (collective_label)."""
+    names = tl.kernels["name"].astype(str).to_numpy()[rows]
+    labels = {n: collective_label(n) for n in set(names)}
+    launch = tl.launch_index("kernels")[rows]
+    t = tl.api_calls["start"].to_numpy()[np.clip(launch, 0, None)] if len(tl.api_calls) else launch
+    by_op = issuing_collective(tl, launch, t, canonical_collective)
+    return np.array([op or labels[n] for op, n in zip(by_op, names)], dtype=object)
+
+
+def next_compute_after(tl, device: int, t: int, bs: np.ndarray) -> tuple[str, int] | None:
+    """The compute kernel that waited for a collective ending at t: (name, start) of the first
+    kernel on the device that starts the next compute block (bs: the starts of the device's
+    merged compute kernels), None when no compute follows."""
+    j = np.searchsorted(bs, t, side="left")
+    if j >= len(bs):
+        return None
+    k = tl.kernels
+    on = (k["device"].to_numpy() == device) & (k["start"].to_numpy() == bs[j])
+    return (str(k["name"].astype(str).to_numpy()[np.flatnonzero(on)[0]]) if on.any() else "?"), int(bs[j])

@@ -30,6 +30,13 @@ def total(start: np.ndarray, end: np.ndarray) -> int:
     return int((e - s).sum())
 
 
+def uncovered(start: np.ndarray, end: np.ndarray, bs: np.ndarray, be: np.ndarray) -> int:
+    """ns of the union of the intervals (start, end) that the union (bs, be) (merged+sorted)
+    does not cover: each ns once, however many intervals hold it."""
+    s, e = merge(start, end)
+    return int((e - s).sum() - overlap_each(s, e, bs, be).sum())
+
+
 def overlap_each(qs: np.ndarray, qe: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
     """For each query interval, the ns it overlaps the union (bs, be) (must be merged+sorted).
 
