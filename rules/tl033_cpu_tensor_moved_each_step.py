@@ -1,7 +1,6 @@
 """TL033 cpu-tensor-moved-each-step."""
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,26 +64,22 @@ class CpuTensorMovedEachStep(Rule):
 
     def fix_edits(self, finding, ctx):
         """Fix: the tensor is made on the device: the copy and its sync disappear."""
-        u = self._candidates(ctx)
+        u = self.once_per_context(ctx, self._candidates)
         g = u[u["key"] == finding.key] if len(u) else u
         if len(g) == 0:
             return None, "the copies of this finding were not found again"
-        launch = np.asarray(ctx.tl.api_role, dtype=object) == "launch"
-        api = ctx.tl.api_calls
-        cost = int(np.median((api["end"] - api["start"]).to_numpy()[launch])) if launch.any() else 5_000
         syncs = tuple(int(s) for s in g["sync"] if s >= 0)
         edits = [Scale(None, 0.0, ops=Ops(copy_rows=tuple(int(c) for c in g["copy"]))),
-                 NonBlocking(api_rows=tuple(int(a) for a in g["api"]), cost_ns=cost)]
+                 NonBlocking(api_rows=tuple(int(a) for a in g["api"]), cost_ns=ctx.launch_cost_ns)]
         if syncs:
             edits.append(NonBlocking(api_rows=syncs, cost_ns=0))
         return edits, ""
 
     def check(self, ctx):
-        u = self._candidates(ctx)
+        u = self.once_per_context(ctx, self._candidates)
         if len(u) == 0:
             return
-        r = ctx.tl.ranges
-        n_steps = int((r["kind"] == "step").sum()) if len(r) else 0
+        n_steps = len(ctx.steps)
         for key, g in u.groupby("key", sort=True):
             steps = g.loc[g["step"] >= 0, "step"].nunique()
             if len(g) < self.options.min_count:
@@ -95,35 +90,19 @@ class CpuTensorMovedEachStep(Rule):
 
     def _candidates(self, ctx):
         """The candidate copies, computed once per context (check, then fix_edits per finding)."""
-        cached = getattr(self, "_cached", None)
-        if cached is not None and cached[0]() is ctx:
-            return cached[1]
-        u = self._compute_candidates(ctx)
-        self._cached = (weakref.ref(ctx), u)
-        return u
-
-    def _compute_candidates(self, ctx):
         tl = ctx.tl
         u = uploads(tl)
         if len(u) == 0:
             return u
         u = u[(u["factory"] >= 0) & (u["mover"] >= 0) & u["in_step"].to_numpy()]
-        if len(u) == 0:
-            return u
         names = tl.ranges["name"].astype(str).to_numpy()
-        keys = []
-        for pid, tid, m, f in zip(u["pid"], u["tid"], u["mover"], u["factory"]):
-            site = ctx.source_at(int(pid), int(tid), int(tl.ranges["start"].iat[int(m)]))
-            ops = f"{_op(names[f])} -> {_op(names[m])}"
-            if site is None:
-                keys.append(ops)
-            else:
-                keys.append(f"{site.file}:{site.line}" if site.line is not None and site.line >= 0 else str(site.file))
+        starts = tl.ranges["start"].to_numpy()
+        keys = [ctx.site_key(int(pid), int(tid), int(starts[int(m)]), f"{_op(names[f])} -> {_op(names[m])}")
+                for pid, tid, m, f in zip(u["pid"], u["tid"], u["mover"], u["factory"])]
         return u.assign(key=keys)
 
     def _finding(self, ctx, key, g, steps, n_steps):
-        tl = ctx.tl
-        r = tl.ranges
+        r = ctx.tl.ranges
         rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
         names = r["name"].astype(str).to_numpy()
         m, f = g["mover"].to_numpy(), g["factory"].to_numpy()
@@ -134,9 +113,7 @@ class CpuTensorMovedEachStep(Rule):
         factories = sorted({_op(names[i]) for i in f})
         movers = sorted({_op(names[i]) for i in m})
         row = g.iloc[0]
-        m0 = int(row["mover"])
-        where = ctx.where_for_host(int(row["pid"]), int(row["tid"]), int(rs[m0]),
-                                   start_ns=int(rs[m0]), end_ns=int(re_[m0]))
+        where = ctx.where_for_range(r.iloc[int(row["mover"])])     # the first move, on its thread
         where.device, where.stream = int(row["device"]), int(row["stream"])
         it_txt = f" in {steps} of {n_steps} iterations" if n_steps else ""
         system = Evidence.measured(

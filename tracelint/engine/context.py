@@ -190,6 +190,24 @@ class Context:
             return None
         return self._narrowed(site)
 
+    def site_key(self, pid: int, tid: int, t: int, fallback: str) -> str:
+        """A grouping key for the call site at a host time: `file:line` of source_at (the file
+        alone when the line is unknown), else fallback (without Python stacks)."""
+        site = self.source_at(pid, tid, t)
+        if site is None:
+            return fallback
+        return f"{site.file}:{site.line}" if site.line is not None and site.line >= 0 else str(site.file)
+
+    @cached_property
+    def launch_cost_ns(self) -> int:
+        """Typical host cost of an asynchronous call in this trace: the median kernel-launch
+        call (5 us when the trace has none)."""
+        api = self.tl.api_calls
+        launch = np.asarray(self.tl.api_role, dtype=object) == "launch"
+        if len(api) == 0 or not launch.any():
+            return 5_000
+        return int(np.median((api["end"] - api["start"]).to_numpy()[launch]))
+
     @cached_property
     def _frame_window(self) -> tuple[int, int] | None:
         f = self.tl.python_frames

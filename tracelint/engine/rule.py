@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import weakref
 from typing import ClassVar, Iterator
 
 from .finding import Finding, Layer, Severity
@@ -99,9 +100,10 @@ class Rule:
     def once_per_context(self, ctx, compute):
         """compute(ctx), run once per context and kept for the rule's other calls on it
         (applicable, check and fix_edits share one analysis)."""
-        if getattr(self, "_per_context", (None,))[0] is not ctx:
-            self._per_context = (ctx, compute(ctx))
-        return self._per_context[1]
+        cached = getattr(self, "_per_context", None)
+        if cached is None or cached[0]() is not ctx:     # a weak reference: the trace can go
+            cached = self._per_context = (weakref.ref(ctx), compute(ctx))
+        return cached[1]
 
 
 def option(default, help: str):
