@@ -1,7 +1,6 @@
 """TL032 blocking-or-pageable-h2d."""
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,13 +80,13 @@ class BlockingOrPageableH2D(Rule):
 
     def fix_edits(self, finding, ctx):
         """Fix: pinned source + non_blocking=True: the calls return at once, nothing waits."""
-        rows = _site_rows(ctx, self._candidates(ctx), finding.key)
+        rows = _site_rows(ctx, self.once_per_context(ctx, self._candidates), finding.key)
         if not rows:
             return None, "the copies of this finding were not found again"
-        return [NonBlocking(api_rows=tuple(rows), cost_ns=_launch_cost(ctx))], ""
+        return [NonBlocking(api_rows=tuple(rows), cost_ns=ctx.launch_cost_ns)], ""
 
     def check(self, ctx):
-        u = self._candidates(ctx)
+        u = self.once_per_context(ctx, self._candidates)
         if len(u) == 0:
             return
         span = max(ctx.span_ns, 1)
@@ -99,16 +98,8 @@ class BlockingOrPageableH2D(Rule):
             yield self._finding(ctx, key, g, blocked, span)
 
     def _candidates(self, ctx):
-        """The candidate copies, computed once per context (check, then fix_edits per finding)."""
-        cached = getattr(self, "_cached", None)
-        if cached is not None and cached[0]() is ctx:
-            return cached[1]
-        u = self._compute_candidates(ctx)
-        self._cached = (weakref.ref(ctx), u)
-        return u
-
-    def _compute_candidates(self, ctx):
-        """Blocking uploads in scope, not TL033's, with their grouping key."""
+        """Blocking uploads in scope, not TL033's, with their grouping key (once per context:
+        check, then fix_edits per finding)."""
         tl = ctx.tl
         u = uploads(tl)
         if len(u) == 0:
@@ -128,14 +119,8 @@ class BlockingOrPageableH2D(Rule):
         r = tl.ranges
         keys = []
         for pid, tid, t, mover, api_name in zip(u["pid"], u["tid"], u["call_start"], u["mover"], u["api_name"]):
-            site = ctx.source_at(int(pid), int(tid), int(t))
-            if site is not None:
-                where = f"{site.file}:{site.line}" if site.line is not None and site.line >= 0 else str(site.file)
-            elif mover >= 0:
-                where = str(r["name"].iat[int(mover)]).split(",")[0]
-            else:
-                where = str(api_name)
-            keys.append(where)
+            op = str(r["name"].iat[int(mover)]).split(",")[0] if mover >= 0 else str(api_name)
+            keys.append(ctx.site_key(int(pid), int(tid), int(t), op))
         return u.assign(key=[f"device{d}/{k}" for d, k in zip(u["device"], keys)])
 
     def _finding(self, ctx, key, g, blocked, span):
@@ -228,18 +213,6 @@ def _site_rows(ctx, u, key) -> list[int]:
     rows = list(g.loc[g["call_blocks"], "api"].astype(int))
     rows += [int(s) for s in g["sync"] if s >= 0]
     return sorted(set(rows))
-
-
-def _launch_cost(ctx) -> int:
-    """Typical host cost of an asynchronous call in this trace: the median kernel-launch call
-    (5 us when the trace has none)."""
-    api = ctx.tl.api_calls
-    if len(api) == 0:
-        return 5_000
-    launch = np.asarray(ctx.tl.api_role, dtype=object) == "launch"
-    if not launch.any():
-        return 5_000
-    return int(np.median((api["end"] - api["start"]).to_numpy()[launch]))
 
 
 def _fix(pageable: bool, synced: bool, sync_api: bool, explicit: bool = False, *,

@@ -70,9 +70,7 @@ class ConvBiasBeforeBatchNorm(Rule):
 
     def _analysis(self, ctx) -> dict | None:
         """The conv -> batch norm pairs, once per context (applicable, check and fix_edits)."""
-        if getattr(self, "_cached", (None,))[0] is not ctx:
-            self._cached = (ctx, _analyse(ctx))
-        return self._cached[1]
+        return self.once_per_context(ctx, _analyse)
 
     def applicable(self, ctx):
         a = self._analysis(ctx)
