@@ -25,7 +25,9 @@ from conftest import run_cli
 NOT_APPLICABLE = {"TL007-positive-spill", "TL011-near-miss-pascal", "TL021-positive-sm75-on-h100",
                   "TL007-positive-registers-bind", "TL007-positive-trace-register-file",
                   # a PyTorch constant left to TL033 by its aten:: op names, which JAX lacks
-                  "TL032-near-miss-constant-is-tl033"}
+                  "TL032-near-miss-constant-is-tl033",
+                  # memory-usage events: the JAX importer reads no allocator timeline
+                  "TL039-positive-empty-cache-every-step", "TL040-positive-peak-in-iteration-2"}
 OWN_NAMES = {"TL012-positive-clone-d2d": "where.kernel"}     # XProf names copies MemcpyD2D
 PYTORCH_ONLY = {r.id for r in available_rules() if r.frameworks and "jax" not in r.frameworks}
 CASES = [s for s in all_scenarios() if "nsys" in s.formats and s.id not in NOT_APPLICABLE
