@@ -37,7 +37,15 @@ NOT_APPLICABLE = {"TL007-positive-register-cap": "NVIDIA register-file model",
                   "TL033-positive-arange": "PyTorch CPU ops (rocprofv3 sees none)",
                   "TL032-near-miss-constant-is-tl033": "PyTorch CPU ops (rocprofv3 sees none)",
                   "TL007-positive-registers-bind": "NVIDIA register-file model",
-                  "TL007-positive-trace-register-file": "NVIDIA register-file model"}
+                  "TL007-positive-trace-register-file": "NVIDIA register-file model",
+                  "TL034-positive-conv-bias-then-batchnorm": "PyTorch CPU ops and shapes (rocprofv3 sees none)",
+                  "TL035-positive-two-gpus": "PyTorch autograd Function ranges (rocprofv3 sees none)",
+                  "TL036-positive-shape-changes-every-step": "PyTorch CPU ops (rocprofv3 sees none)",
+                  "TL037-positive-recompile": "torch.compile ranges (rocprofv3 sees none)",
+                  "TL037-positive-recompile-no-ids": "torch.compile ranges (rocprofv3 sees none)",
+                  "TL037-positive-graph-break": "torch.compile ranges (rocprofv3 sees none)",
+                  "TL039-positive-empty-cache-every-step": "memory-usage events (not read from rocprofv3)",
+                  "TL040-positive-peak-in-iteration-2": "memory-usage events (not read from rocprofv3)"}
 #: expectations on what rocprofv3 records differently: host memory kind (not recorded), copy
 #: names (its own operation names, MEMORY_COPY_DEVICE_TO_DEVICE)
 NOT_RECORDED = ("metrics.pageable_copies",)
