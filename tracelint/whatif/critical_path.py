@@ -99,6 +99,24 @@ def _bindings(r: Replay):
     return gb, hb
 
 
+def _mv(a: np.ndarray, dtype=np.int64) -> memoryview:
+    return memoryview(np.ascontiguousarray(a, dtype=dtype))
+
+
+class _Classes:
+    """Breakdown class of node i, computed from its role/kernel class on access."""
+
+    def __init__(self, values: np.ndarray, fn):
+        self.values, self.fn, self.memo = values, fn, {}
+
+    def __getitem__(self, i: int) -> str:
+        v = self.values[i]
+        c = self.memo.get(v)
+        if c is None:
+            c = self.memo[v] = self.fn(v)
+        return c
+
+
 class _Walker:
     """Walks back along the bindings of one replay."""
 
@@ -106,16 +124,19 @@ class _Walker:
         g, p = r.graph, r.plan
         gb, hb = _bindings(r)
         self.r = r
-        self.gs, self.ge = r.g_start.tolist(), r.g_end.tolist()
-        self.hs, self.he = r.h_start.tolist(), r.h_end.tolist()
-        self.g_cls = ["gpu:" + c if c not in ("communication", "copy", "memset") else
-                      ("communication" if c == "communication" else "copies") for c in g.g_class]
-        self.h_cls = [_HOST_ROLE_CLASS.get(x, "host other") for x in g.h_role]
+        # memoryviews, not lists: items index as Python ints without a boxed copy of every
+        # node (the walk visits only the nodes on the path)
+        self.gs, self.ge = _mv(r.g_start), _mv(r.g_end)
+        self.hs, self.he = _mv(r.h_start), _mv(r.h_end)
+        self.g_cls = _Classes(g.g_class, lambda c: "gpu:" + c if c not in (
+            "communication", "copy", "memset") else ("communication" if c == "communication"
+                                                     else "copies"))
+        self.h_cls = _Classes(g.h_role, lambda x: _HOST_ROLE_CLASS.get(x, "host other"))
         self.g_name, self.h_name = g.g_name, g.h_name
-        self.prev, self.inside = g.h_prev.tolist(), g.h_inside.tolist()
+        self.prev, self.inside = _mv(g.h_prev), _mv(g.h_inside, bool)
         self.owner = g.h_gap_owner
-        self.gb, self.hb = gb.tolist(), hb.tolist()
-        self.launch, self.spred, self.xpred = p.g_launch.tolist(), p.g_spred.tolist(), p.g_xpred.tolist()
+        self.gb, self.hb = _mv(gb), _mv(hb)
+        self.launch, self.spred, self.xpred = _mv(p.g_launch), _mv(p.g_spred), _mv(p.g_xpred)
 
     def walk(self, node: str, i: int, lo: int) -> CriticalPath:
         gs, ge, hs, he = self.gs, self.ge, self.hs, self.he
