@@ -100,25 +100,34 @@ def _order(g: RunGraph, p: Plan) -> np.ndarray:
     key -= key.min() if len(key) else 0
     hi = np.arange(nh)
     has_prev = g.h_prev >= 0
-    src_prev = np.where(g.h_inside, g.h_prev, nh + g.h_prev)[has_prev]
-    edges = [(src_prev, hi[has_prev]), (hi, nh + hi)]
-    t = p.h_target >= 0
-    edges.append((2 * nh + p.h_target[t], nh + hi[t]))
-    if p.h_extra:
-        ex = [(2 * nh + j, nh + i) for i, js in p.h_extra.items() for j in js]
-        edges.append((np.array([a for a, _ in ex]), np.array([b for _, b in ex])))
-    gi = np.arange(ng)
-    for pred, off in ((p.g_launch, 0), (p.g_spred, 2 * nh), (p.g_xpred, 2 * nh)):
-        m = pred >= 0
-        edges.append((off + pred[m], 2 * nh + gi[m]))
-    src = np.concatenate([e[0] for e in edges]).astype(np.int64)
-    dst = np.concatenate([e[1] for e in edges]).astype(np.int64)
+
+    def edge_groups():
+        """(src, dst) of every dependency, one group at a time (on 10 M kernels all edges at
+        once, with their temporaries, cost gigabytes)."""
+        yield np.where(g.h_inside, g.h_prev, nh + g.h_prev)[has_prev], hi[has_prev]
+        yield hi, nh + hi
+        t = p.h_target >= 0
+        yield 2 * nh + p.h_target[t], nh + hi[t]
+        if p.h_extra:
+            ex = [(2 * nh + j, nh + i) for i, js in p.h_extra.items() for j in js]
+            yield np.array([a for a, _ in ex], np.int64), np.array([b for _, b in ex], np.int64)
+        gi = np.arange(ng)
+        for pred, off in ((p.g_launch, 0), (p.g_spred, 2 * nh), (p.g_xpred, 2 * nh)):
+            m = pred >= 0
+            yield off + pred[m], 2 * nh + gi[m]
+
+    # raise each node's key above its dependencies' until none sorts before one it depends
+    # on; applying the groups in turn reaches the same least fixpoint as all edges at once
     for _ in range(64):
-        need = key[src] + 1
-        bad = need > key[dst]
-        if not bad.any():
+        moved = False
+        for src, dst in edge_groups():
+            need = key[src] + 1
+            bad = need > key[dst]
+            if bad.any():
+                np.maximum.at(key, dst[bad], need[bad])
+                moved = True
+        if not moved:
             break
-        np.maximum.at(key, dst[bad], need[bad])
     else:   # pragma: no cover - would need a dependency cycle
         raise ValueError("dependency cycle in the run graph")
     order = np.argsort(key, kind="stable")
