@@ -112,7 +112,11 @@ class Db:
         if not jobs:
             return empty
         parts = list(self._pool.map(chunk, jobs))
-        out = {k: np.concatenate([p[i] for p in parts]) for i, k in enumerate(exprs)}
+        out = {}
+        for i, k in enumerate(exprs):      # drop each column's chunks once joined: the peak
+            out[k] = np.concatenate([p[i] for p in parts])  # is the chunks + one column,
+            for p in parts:                                  # not twice the table
+                p[i] = None
         if len({len(v) for v in out.values()}) > 1:
             raise TraceFormatError(f"{self.path}: inconsistent row data in {table}")
         return out

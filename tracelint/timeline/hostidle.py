@@ -184,10 +184,10 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends) -> HostIdle:
     window = int((we - ws).sum())
     pid, tid = thread if thread is not None else (None, None)
     out = HostIdle(pid, tid, window)
-    rows = _thread_rows(ctx.tl, pid, tid)
-    if rows is not None:
-        ov = intervals.overlap_each(rows["start"], rows["end"], ws, we)
-        rows = {k: v[ov > 0] for k, v in rows.items()}
+    # only the rows that overlap the windows are built (the launching thread of a 10 M-kernel
+    # export holds tens of millions of calls; the same rows as filtering the whole thread)
+    rows = _thread_rows(ctx.tl, pid, tid,
+                        lambda s, e: intervals.overlap_each(s, e, ws, we) > 0)
     if rows is None or len(rows["start"]) == 0:
         out.by_category = {"unrecorded": window} if window else {}
         out.activities = [Activity("unrecorded", "", window)] if window else []
@@ -300,35 +300,42 @@ def _name_rows(rows: dict, cat: np.ndarray, anchor: np.ndarray) -> np.ndarray:
     return name_row
 
 
-def _thread_rows(tl, pid, tid) -> dict | None:
-    """The thread's intervals, outer sources first (Python frames, ranges, API calls), so that
-    at equal bounds the API call nests innermost and a range inside its frame."""
+def _thread_rows(tl, pid, tid, keep) -> dict | None:
+    """The thread's intervals that keep(start, end) selects, outer sources first (Python
+    frames, ranges, API calls), so that at equal bounds the API call nests innermost and a
+    range inside its frame."""
+    def rows_of(df, m):
+        m = np.flatnonzero(m)
+        return m[keep(df["start"].to_numpy()[m].astype(np.int64),
+                      df["end"].to_numpy()[m].astype(np.int64))]
+
     parts = []
     f = tl.python_frames
     if len(f):
-        m = _on(f, pid, tid)
+        m = rows_of(f, _on(f, pid, tid))
         files = f["file"].astype(str).to_numpy()[m]
         func = f["function"].astype(str).to_numpy()[m]
         parts.append(dict(start=f["start"].to_numpy()[m], end=f["end"].to_numpy()[m],
                           name=np.array([fn if ln < 0 else f"{fn} ({fl}:{ln})" for fn, fl, ln in
                                          zip(func, files, f["line"].to_numpy()[m])], dtype=object),
-                          src=np.zeros(m.sum(), np.int8), file=files, line=f["line"].to_numpy()[m],
-                          function=func, kind=np.full(m.sum(), "python", dtype=object)))
+                          src=np.zeros(len(m), np.int8), file=files, line=f["line"].to_numpy()[m],
+                          function=func, kind=np.full(len(m), "python", dtype=object)))
     r = tl.ranges
     if len(r):
         k = r["kind"].astype(str).to_numpy()
-        m = _on(r, pid, tid) & np.isin(k, ("op", "annotation", "nvtx"))
-        n = int(m.sum())
+        m = rows_of(r, _on(r, pid, tid) & np.isin(k, ("op", "annotation", "nvtx")))
+        n = len(m)
         parts.append(dict(start=r["start"].to_numpy()[m], end=r["end"].to_numpy()[m],
-                          name=r["name"].astype(str).to_numpy()[m], src=np.ones(n, np.int8),
+                          name=r["name"].take(m).astype(str).to_numpy(), src=np.ones(n, np.int8),
                           file=np.full(n, "", dtype=object), line=np.full(n, -1, np.int64),
                           function=np.full(n, "", dtype=object), kind=k[m].astype(object)))
     a = tl.api_calls
     if len(a):
-        m = _on(a, pid, tid)
-        n = int(m.sum())
+        m = rows_of(a, _on(a, pid, tid))
+        n = len(m)
         parts.append(dict(start=a["start"].to_numpy()[m], end=a["end"].to_numpy()[m],
-                          name=a["name"].astype(str).to_numpy()[m], src=np.full(n, 2, np.int8),
+                          name=a["name"].take(m).astype(str).to_numpy(),
+                          src=np.full(n, 2, np.int8),
                           file=np.full(n, "", dtype=object), line=np.full(n, -1, np.int64),
                           function=np.full(n, "", dtype=object), kind=np.full(n, "api", dtype=object)))
     if not parts:

@@ -8,6 +8,7 @@ segment, so the breakdown by class adds up to the span.
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,6 +100,24 @@ def _bindings(r: Replay):
     return gb, hb
 
 
+def _mv(a: np.ndarray, dtype=np.int64) -> memoryview:
+    return memoryview(np.ascontiguousarray(a, dtype=dtype))
+
+
+class _Classes:
+    """Breakdown class of node i, computed from its role/kernel class on access."""
+
+    def __init__(self, values: np.ndarray, fn):
+        self.values, self.fn, self.memo = values, fn, {}
+
+    def __getitem__(self, i: int) -> str:
+        v = self.values[i]
+        c = self.memo.get(v)
+        if c is None:
+            c = self.memo[v] = self.fn(v)
+        return c
+
+
 class _Walker:
     """Walks back along the bindings of one replay."""
 
@@ -106,63 +125,75 @@ class _Walker:
         g, p = r.graph, r.plan
         gb, hb = _bindings(r)
         self.r = r
-        self.gs, self.ge = r.g_start.tolist(), r.g_end.tolist()
-        self.hs, self.he = r.h_start.tolist(), r.h_end.tolist()
-        self.g_cls = ["gpu:" + c if c not in ("communication", "copy", "memset") else
-                      ("communication" if c == "communication" else "copies") for c in g.g_class]
-        self.h_cls = [_HOST_ROLE_CLASS.get(x, "host other") for x in g.h_role]
+        # memoryviews, not lists: items index as Python ints without a boxed copy of every
+        # node (the walk visits only the nodes on the path)
+        self.gs, self.ge = _mv(r.g_start), _mv(r.g_end)
+        self.hs, self.he = _mv(r.h_start), _mv(r.h_end)
+        self.g_cls = _Classes(g.g_class, lambda c: "gpu:" + c if c not in (
+            "communication", "copy", "memset") else ("communication" if c == "communication"
+                                                     else "copies"))
+        self.h_cls = _Classes(g.h_role, lambda x: _HOST_ROLE_CLASS.get(x, "host other"))
         self.g_name, self.h_name = g.g_name, g.h_name
-        self.prev, self.inside = g.h_prev.tolist(), g.h_inside.tolist()
+        self.prev, self.inside = _mv(g.h_prev), _mv(g.h_inside, bool)
         self.owner = g.h_gap_owner
-        self.gb, self.hb = gb.tolist(), hb.tolist()
-        self.launch, self.spred, self.xpred = p.g_launch.tolist(), p.g_spred.tolist(), p.g_xpred.tolist()
+        self.gb, self.hb = _mv(gb), _mv(hb)
+        self.launch, self.spred, self.xpred = _mv(p.g_launch), _mv(p.g_spred), _mv(p.g_xpred)
 
     def walk(self, node: str, i: int, lo: int) -> CriticalPath:
         gs, ge, hs, he = self.gs, self.ge, self.hs, self.he
-        segs: list[tuple] = []
+        # segments as two int64 arrays and two lists of shared strings, not a tuple each
+        seg_s, seg_e, seg_c, seg_n = array("q"), array("q"), [], []
+
+        def seg(s, e, c, n):
+            seg_s.append(s)
+            seg_e.append(e)
+            seg_c.append(c)
+            seg_n.append(n)
+
         while True:
             if node == "g":
-                segs.append((gs[i], ge[i], self.g_cls[i], self.g_name[i]))
+                seg(gs[i], ge[i], self.g_cls[i], self.g_name[i])
                 b = self.gb[i]
                 if b == 0:
                     q = self.launch[i]
-                    segs.append((hs[q], gs[i], "host launch", "launch latency"))
+                    seg(hs[q], gs[i], "host launch", "launch latency")
                     node, i = "hs", q
                 elif b in (1, 2):
                     q = self.spred[i] if b == 1 else self.xpred[i]
-                    segs.append((ge[q], gs[i], "idle", "GPU waits"))
+                    seg(ge[q], gs[i], "idle", "GPU waits")
                     node, i = "g", q
                 else:
-                    segs.append((lo, gs[i], "idle", "before first activity"))
+                    seg(lo, gs[i], "idle", "before first activity")
                     break
             elif node == "he":
                 t = self.hb[i]
                 if t >= 0:
-                    segs.append((ge[t], he[i], "host blocked in sync", self.h_name[i]))
+                    seg(ge[t], he[i], "host blocked in sync", self.h_name[i])
                     node, i = "g", t
                 else:
-                    segs.append((hs[i], he[i], self.h_cls[i], self.h_name[i] or "host work"))
+                    seg(hs[i], he[i], self.h_cls[i], self.h_name[i] or "host work")
                     node = "hs"
             else:
                 q = self.prev[i]
                 if q < 0:
-                    segs.append((lo, hs[i], "idle", "before thread start"))
+                    seg(lo, hs[i], "idle", "before thread start")
                     break
                 if self.inside[i]:
-                    segs.append((hs[q], hs[i], self.h_cls[q], self.h_name[q] or "host work"))
+                    seg(hs[q], hs[i], self.h_cls[q], self.h_name[q] or "host work")
                     node, i = "hs", q
                 else:
-                    segs.append((he[q], hs[i], "host other", self.owner[i] or "host work between calls"))
+                    seg(he[q], hs[i], "host other", self.owner[i] or "host work between calls")
                     node, i = "he", q
-            if segs[-1][0] <= lo:
+            if seg_s[-1] <= lo:
                 break
-        segs.reverse()
-        arr = np.array([(s, e) for s, e, _, _ in segs], dtype=np.int64).reshape(-1, 2)
-        arr[:, 0] = np.maximum(arr[:, 0], lo)
-        keep = arr[:, 1] > arr[:, 0]
-        return CriticalPath(arr[keep, 0], arr[keep, 1],
-                            np.array([c for _, _, c, _ in segs], object)[keep],
-                            np.array([n for _, _, _, n in segs], object)[keep])
+        for x in (seg_s, seg_e, seg_c, seg_n):
+            x.reverse()
+        start = np.frombuffer(seg_s, dtype=np.int64).copy() if len(seg_s) else np.zeros(0, np.int64)
+        end = np.frombuffer(seg_e, dtype=np.int64).copy() if len(seg_e) else np.zeros(0, np.int64)
+        start = np.maximum(start, lo)
+        keep = end > start
+        return CriticalPath(start[keep], end[keep], np.array(seg_c, object)[keep],
+                            np.array(seg_n, object)[keep])
 
 
 def critical_path(r: Replay) -> CriticalPath:

@@ -136,10 +136,18 @@ def _host_items(tl: Timeline) -> pd.DataFrame:
                                        "role": "marker", "api_row": -1,
                                        "step": st["step"].to_numpy(), "edge": edge, "order": order}))
     h = pd.concat(items, ignore_index=True)
-    h["thread"] = h.groupby(["pid", "tid"], sort=False).ngroup().to_numpy()
+    del items                        # one unsorted and one sorted copy at a time, not three
+    thread = h.groupby(["pid", "tid"], sort=False).ngroup().to_numpy()
     # parents before children at equal starts (longer first); markers before calls at a start
-    h["neg_end"] = -h["end"]
-    return h.sort_values(["thread", "start", "order", "neg_end"], kind="stable", ignore_index=True)
+    # (np.lexsort is stable: the same order as a stable sort_values on these keys)
+    order = np.lexsort((-h["end"].to_numpy(), h["order"].to_numpy(), h["start"].to_numpy(),
+                        thread))
+    cols = {"thread": thread[order]}
+    del thread
+    for c in list(h.columns):        # column by column, so no second whole frame is built
+        cols[c] = h[c].to_numpy()[order]
+    del h
+    return pd.DataFrame(cols, copy=False)
 
 
 def _chain(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
@@ -252,8 +260,10 @@ def _by_name(names: np.ndarray, fn) -> np.ndarray:
     """fn over the distinct names only, mapped back to every row (bool)."""
     if len(names) == 0:
         return np.zeros(0, bool)
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
-    return np.array([bool(fn(u)) for u in uniq], bool)[inv]
+    # factorize hashes the objects in place; np.unique(names.astype(str)) built a fixed-width
+    # unicode copy (4 bytes x longest name x rows: hundreds of MB on long kernel names)
+    codes, uniq = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
+    return np.array([bool(fn(str(u))) for u in uniq], bool)[codes]
 
 
 def _blocking(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.ndarray):
@@ -313,14 +323,24 @@ def _device_sync_extras(h, g, target, launched_at, extra) -> None:
     hs = h["start"].to_numpy(np.int64)
     he = h["end"].to_numpy(np.int64)
     gend = g["end"].to_numpy(np.int64)
-    key = g["device"].astype(str) + ":" + g["stream"].astype(str)
-    for _, ops in pd.Series(np.arange(len(g))).groupby(key.to_numpy()):
-        ops = ops.to_numpy()
+    for ops in _by_stream(g["device"].to_numpy(), g["stream"].to_numpy()):
         order = ops[np.argsort(launched_at[ops], kind="stable")]
         k = np.searchsorted(launched_at[order], hs[rows], side="right") - 1
         for i, kk in zip(rows, k):
             if kk >= 0 and order[kk] != target[i] and gend[order[kk]] <= he[i]:
                 extra.setdefault(int(i), []).append(int(order[kk]))
+
+
+def _by_stream(dev: np.ndarray, stream: np.ndarray):
+    """Rows of each (device, stream), ascending, streams in the order of their "device:stream"
+    text (as a groupby on that text key gives it) without building a string per row."""
+    codes = pd.DataFrame({"d": dev, "s": stream}).groupby(["d", "s"], sort=False).ngroup() \
+        .to_numpy()
+    by = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[by], np.arange(int(codes.max()) + 2 if len(codes) else 1))
+    labels = [f"{int(dev[f])}:{int(stream[f])}" for f in by[bounds[:-1]]]
+    for c in sorted(range(len(labels)), key=labels.__getitem__):
+        yield by[bounds[c]:bounds[c + 1]]
 
 
 def _gap_owners(tl: Timeline, r_thread: np.ndarray, thread: np.ndarray, at: np.ndarray,
