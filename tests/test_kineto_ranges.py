@@ -10,17 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import TRACES, trace_or_skip
 from tracelint.importers import kineto_json as kj
 from tracelint.importers import kineto_ranges as kr
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "torch"
-TABLES = ("kernels", "copies", "memsets", "api_calls", "ranges", "syncs", "python_frames", "metrics")
+TABLES = ("kernels", "copies", "memsets", "api_calls", "ranges", "syncs", "python_frames", "metrics",
+          "memory")
 
 
 def _plain(tmp_path: Path, name: str) -> Path:
-    src = SHARED / name
-    if not src.exists():
-        pytest.skip("shared traces not present")
+    src = trace_or_skip(TRACES / "torch" / name)
     out = tmp_path / name.removesuffix(".gz")
     out.write_bytes(gzip.decompress(src.read_bytes()))
     return out
