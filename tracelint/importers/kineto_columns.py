@@ -44,7 +44,7 @@ class Builder:
         for e in events:
             buckets[e.cat].append(e)
         if MEMORY_CAT in buckets or "" in buckets:   # explicit hook: kineto_memory keeps [memory]
-            self.memory.add(events, raws)
+            self.memory.add(events)
         for cat, evs in buckets.items():
             self.cat_counts[cat] += len(evs)
             self.cat_rank.setdefault(cat, len(self.cat_rank))

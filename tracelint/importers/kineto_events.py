@@ -52,6 +52,13 @@ class Args(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     call_stack: Any = msgspec.field(default=None, name="Call stack")   # legacy with_stack
+    # profile_memory=True `[memory]` instants (kineto_memory): read in the same decode pass
+    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
+    total_allocated: Any = msgspec.field(default=-1, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=-1, name="Total Reserved")
+    device_type: Any = msgspec.field(default=-1, name="Device Type")
+    device_id: Any = msgspec.field(default=-1, name="Device Id")
+    addr: Any = msgspec.field(default=-1, name="Addr")
 
 
 NO_ARGS = Args()

@@ -11,15 +11,16 @@ the event (CPU: reserved is 0, the CPU allocator caches nothing; CUDA: the cachi
 allocated and reserved bytes). Device Type is c10::DeviceType (0 CPU, 1 CUDA, ...).
 
 The hook is explicit: the Kineto loader hands every decoded chunk to `MemoryColumns.add`, which
-keeps the `[memory]` events only. A loader that skips instant events before decoding them (by
+keeps the `[memory]` events only (their args are fields of kineto_events.Args, so they are
+decoded in the importer's single pass). A loader that skips instant events before decoding them (by
 their bytes) must keep the raw events for which `is_memory_raw` is true, or the memory timeline
 is lost (tests/test_memory_timeline.py loads a trace with memory events end to end).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from operator import attrgetter
+from typing import Callable
 
-import msgspec
 import numpy as np
 import pandas as pd
 
@@ -39,21 +40,9 @@ def is_memory_raw(raw) -> bool:
     return MARKER in (raw if isinstance(raw, (bytes, bytearray)) else bytes(raw))
 
 
-class _Args(msgspec.Struct, gc=False):
-    nbytes: Any = msgspec.field(default=None, name="Bytes")
-    allocated: Any = msgspec.field(default=-1, name="Total Allocated")
-    reserved: Any = msgspec.field(default=-1, name="Total Reserved")
-    device_type: Any = msgspec.field(default=-1, name="Device Type")
-    device_id: Any = msgspec.field(default=-1, name="Device Id")
-    addr: Any = msgspec.field(default=-1, name="Addr")
-
-
-class _Event(msgspec.Struct, gc=False):
-    name: str = ""
-    pid: Any = -1
-    tid: Any = -1
-    ts: Any = None
-    args: _Args | None = None
+#: Args fields (kineto_events.Args) of a memory row, in row order after ts, pid, tid.
+_ARG_FIELDS = ("mem_bytes", "total_allocated", "total_reserved", "device_type", "device_id",
+               "addr")
 
 
 def _int(v) -> int:
@@ -72,50 +61,53 @@ def _int(v) -> int:
     return -1
 
 
+def _ints(values: list) -> np.ndarray:
+    """int64 column: a C-level loop when every value is a JSON int (the usual case)."""
+    try:
+        return np.fromiter(values, np.int64, len(values))
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter(map(_int, values), np.int64, len(values))
+
+
 class MemoryColumns:
-    """Collects the `[memory]` events of each decoded chunk as plain rows."""
+    """Collects the `[memory]` events of each decoded chunk as column parts. Their args are
+    decoded in the importer's one pass (kineto_events.Args), never from raw bytes again."""
 
     def __init__(self):
-        self._dec = msgspec.json.Decoder(_Event, float_hook=str.encode)
-        self.rows: list[tuple] = []     # (ts text/int, pid, tid, bytes, alloc, reserved, dtype, dev, addr)
+        self.ts: list = []                     # raw ts values (ints or decimal text)
+        self.parts: list[np.ndarray] = []      # per chunk: (8, n) pid, tid, bytes ... addr
         self.bad = 0
         self.seen = 0
         self.notes: list[str] = []
 
-    def add(self, events: list, raws: list) -> None:
-        """events: the chunk's decoded events (with .cat and .name); raws: their raw bytes."""
-        for i, e in enumerate(events):     # index raws only here: a range without a [memory]
-            if e.name == MEMORY_NAME and e.cat in (MEMORY_CAT, ""):    # event is never split
-                self.add_raw(raws[i])                                    # ("": 2021 traces)
+    def add(self, events: list) -> None:
+        """events: one chunk's decoded events; keeps the `[memory]` ones ("": 2021 traces)."""
+        mem = [e for e in events if e.name == MEMORY_NAME and e.cat in (MEMORY_CAT, "")]
+        self.seen += len(mem)
+        keep = [e for e in mem if e.ts is not None and e.args is not None
+                and e.args.mem_bytes is not None]
+        self.bad += len(mem) - len(keep)
+        if not keep:
+            return
+        args = [e.args for e in keep]
+        self.ts += [e.ts for e in keep]
+        self.parts.append(np.stack(
+            [_ints([e.pid for e in keep]), _ints([e.tid for e in keep])]
+            + [_ints(list(map(attrgetter(f), args))) for f in _ARG_FIELDS]))
 
     def merge(self, other: "MemoryColumns") -> None:
         """Append another builder's events (a parallel decode's worker), in file order."""
-        self.rows += other.rows
+        self.ts += other.ts
+        self.parts += other.parts
         self.bad += other.bad
         self.seen += other.seen
 
-    def add_raw(self, raw) -> None:
-        self.seen += 1
-        try:
-            e = self._dec.decode(raw)
-        except msgspec.DecodeError:
-            self.bad += 1
-            return
-        a = e.args
-        if a is None or a.nbytes is None or e.ts is None:
-            self.bad += 1
-            return
-        self.rows.append((e.ts, _int(e.pid), _int(e.tid), _int(a.nbytes), _int(a.allocated),
-                          _int(a.reserved), _int(a.device_type), _int(a.device_id), _int(a.addr)))
-
     def table(self, ranges: pd.DataFrame, us_to_ns: Callable) -> pd.DataFrame:
         """The memory table, by ts; op: the innermost CPU op or annotation around each event."""
-        if not self.rows:
+        if not self.ts:
             return make_table("memory", {}, 0)
-        cols = list(zip(*self.rows))
-        ts, ok = us_to_ns(list(cols[0]))
-        ints = [np.array(c, np.int64) for c in cols[1:]]
-        pid, tid, nbytes, alloc, reserved, dtype, dev, addr = ints
+        ts, ok = us_to_ns(self.ts)
+        pid, tid, nbytes, alloc, reserved, dtype, dev, addr = np.concatenate(self.parts, axis=1)
         self.bad += int((~ok).sum())
         order = np.argsort(np.where(ok, ts, np.iinfo(np.int64).max), kind="stable")
         order = order[ok[order]]

@@ -61,7 +61,7 @@ def _decode_group(path: str, ranges: list[tuple[int, int]]) -> dict:
             "flow_chunks": build.flow_chunks, "op_inputs": build.op_inputs,
             "call_stacks": build.call_stacks, "window": build.window,
             "bad_ts": build.bad_ts, "non_x": build.non_x,
-            "memory": (build.memory.rows, build.memory.bad, build.memory.seen)}
+            "memory": build.memory}
 
 
 def decode_parallel(path: Path, ranges: list[tuple[int, int]], build: Builder, report, n: int):
@@ -105,8 +105,5 @@ def _merge(build: Builder, got: dict, offset: int) -> int:
             else (lo, hi)
     build.bad_ts += got["bad_ts"]
     build.non_x += got["non_x"]
-    rows, bad, seen = got["memory"]          # profile_memory [memory] events, in file order
-    build.memory.rows += rows
-    build.memory.bad += bad
-    build.memory.seen += seen
+    build.memory.merge(got["memory"])        # profile_memory [memory] events, in file order
     return sum(got["counts"].values())
