@@ -82,7 +82,7 @@ def lint_and_report(traces: list[str], cfg: Config, fmt: Format = Format.termina
     sk = sink(traces, enabled=not no_scrub, paths=scrub_paths)   # the one output sink
     report = _run(traces, cfg, fmt, ncu=ncu, annotate=annotate, quiet=quiet, jobs=jobs, dask=dask)
     srcs = [str(x) for x in (getattr(report, "sources", None) or traces)]
-    sk.learn(srcs)
+    sk.learn(srcs, getattr(report, "scanned", None))   # a job's workers scanned their ranks
     ins = [*srcs, *([ncu] if ncu else [])]
     for out in (output, write_baseline, annotate):
         if out:

@@ -13,6 +13,7 @@ job and left out of the cross-rank analysis.
 """
 from __future__ import annotations
 
+import functools
 import glob as globmod
 import gzip
 import os
@@ -159,15 +160,18 @@ def check_config(config: Config | None) -> Config:
 
 # ----- execution: the map step ------------------------------------------------------------------
 def run_map(sources: Sequence[str], config: Config | None, jobs: int | None = None,
-            dask_address: Any = None, progress: Progress | None = None) -> tuple[list[RankSummary], dict]:
-    """Summaries of every source, from a local process pool or a Dask cluster."""
+            dask_address: Any = None, progress: Progress | None = None,
+            graphs: bool = False) -> tuple[list[RankSummary], dict]:
+    """Summaries of every source, from a local process pool or a Dask cluster; graphs: with
+    each rank's what-if graph (summarize_source)."""
     sources = list(sources)
+    task = functools.partial(summarize_source, config=config, graphs=graphs)
     if dask_address is not None:
-        return _map_dask(sources, config, dask_address, progress)
+        return _map_dask(sources, task, dask_address, progress)
     n = jobs if jobs is not None else min(os.cpu_count() or 1, max(len(sources), 1))
     if n <= 0:
-        return _map_inline(sources, config, progress)
-    return _map_local(sources, config, max(1, min(n, len(sources) or 1)), progress)
+        return _map_inline(sources, task, progress)
+    return _map_local(sources, task, max(1, min(n, len(sources) or 1)), progress)
 
 
 def _failed(source: str, error: str) -> RankSummary:
@@ -177,10 +181,10 @@ def _failed(source: str, error: str) -> RankSummary:
                        rank_source="file name" if r is not None else "", world_size=w)
 
 
-def _map_inline(sources, config, progress):
+def _map_inline(sources, task, progress):
     out = []
     for i, s in enumerate(sources):
-        out += summarize_source(s, config)
+        out += task(s)
         if progress:
             progress(i + 1, len(sources), os.path.basename(s))
     return out, {"mode": "inline", "workers": 1}
@@ -198,12 +202,12 @@ def _mp_context():
     return mp.get_context(method)
 
 
-def _map_local(sources, config, workers, progress):
+def _map_local(sources, task, workers, progress):
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
     out: list[RankSummary] = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context()) as ex:
-        futs = {ex.submit(summarize_source, s, config): s for s in sources}
+        futs = {ex.submit(task, s): s for s in sources}
         if progress:
             progress(0, len(sources), "")
         for done, fut in enumerate(as_completed(futs), 1):
@@ -219,7 +223,7 @@ def _map_local(sources, config, workers, progress):
     return out, {"mode": "local process pool", "workers": workers}
 
 
-def _map_dask(sources, config, address, progress):
+def _map_dask(sources, task, address, progress):
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -230,7 +234,7 @@ def _map_dask(sources, config, address, progress):
     except (OSError, TimeoutError) as exc:
         raise TracelintError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     try:
-        futs = client.map(summarize_source, sources, config=config, pure=False,
+        futs = client.map(task, sources, pure=False,
                           key=[f"tracelint-rank-{i}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(s))[:40]
                                for i, s in enumerate(sources)])
         src_of = {f.key: s for f, s in zip(futs, sources)}
@@ -337,14 +341,17 @@ def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | Non
     distributed.Client; the workers read the traces themselves, so paths must be visible to
     them (a shared file system or any fsspec URL). progress: True for a bar on stderr (TTY
     only), or a callback(done, total, label). replay: project the cross-rank findings' savings
-    by replaying the ranks together (job_whatif.py; loads each rank's trace again).
+    by replaying the ranks together (job_whatif.py; the map step's workers build each rank's
+    graph for it).
     """
     t0 = time.perf_counter()
     from ..api import lint_job_rules
+    from .job_whatif import MAX_RANKS
     config = check_config(config)
     sources, notes = discover(paths)
     with _progress_bar(progress, len(sources)) as cb:
-        summaries, execution = run_map(sources, config, jobs, dask_address, cb)
+        summaries, execution = run_map(sources, config, jobs, dask_address, cb,
+                                       graphs=replay and len(sources) <= MAX_RANKS)
     t_map = time.perf_counter() - t0
     failed = [s for s in summaries if not s.ok]
     members, excluded, group_notes = group_job(summaries)
@@ -357,6 +364,9 @@ def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | Non
         whatif = project_job_savings(members, findings, ctx) or {}
         if whatif:
             whatif["elapsed_s"] = round(time.perf_counter() - t2, 3)
+    scanned = {s.source: s.found_secrets for s in summaries if s.found_secrets is not None}
+    for s in summaries:        # the replay is made: the report keeps the summaries only
+        s.graph = s.found_secrets = None
     world = max([s.world_size or 0 for s in members] + [0]) or None
     if world and members and len(members) < world:
         group_notes.append(f"{len(members)} of {world} ranks present: cross-rank figures describe these "
@@ -366,7 +376,7 @@ def lint_job(paths: Sequence[str], config: Config | None = None, jobs: int | Non
                      failed=failed, excluded=excluded, skipped=skipped, suppressed=suppressed,
                      world_size=world, notes=notes + group_notes, execution=execution,
                      elapsed_s={"map": t_map, "reduce": t_end - t1, "total": t_end - t0},
-                     context=ctx, whatif=whatif)
+                     context=ctx, whatif=whatif, scanned=scanned)
 
 
 class _progress_bar:

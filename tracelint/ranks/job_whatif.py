@@ -1,8 +1,9 @@
 """Job-level projected savings: the job's ranks replayed together through their matched
 collectives (whatif/job.py), and the cross-rank findings' fixes replayed as edits.
 
-The map step keeps summaries only (small, picklable), so the graphs are built here, in the
-reduce step, by loading each rank's trace again: only for jobs up to MAX_RANKS ranks and
+The map step's workers build each rank's graph while its trace is loaded (a few MB each,
+returned with the summary), so the reduce step never loads a trace again; a summary without
+one (made elsewhere) has its trace loaded here. Only for jobs up to MAX_RANKS ranks and
 MAX_EVENTS events in all, else every job finding says why it has no saving.
 
 Fixes, as edits of one rank's plan:
@@ -29,7 +30,7 @@ from ..whatif.graph import RunGraph, build
 from ..whatif.job import JobGraph, JobRun, traced_span_ns
 from ..whatif.replay import Plan
 
-#: Job replay only for jobs this small: the reduce step loads every rank's trace again.
+#: Job replay only for jobs this small: the reduce step holds every rank's graph.
 MAX_RANKS = 64
 MAX_EVENTS = 4_000_000
 #: A fix whose job saving is below this share of how much earlier the last matched call ends
@@ -46,11 +47,16 @@ NO_EDIT = {
 
 
 def _load_graphs(members) -> list[RunGraph]:
+    """The ranks' graphs: built by the map step's workers (summarize_source(graphs=True)), else
+    by loading the trace again here."""
     from ..importers import load
     from .processes import split_processes
     from .summary import local_copy
     out = []
     for s in members:
+        if s.graph is not None:
+            out.append(s.graph)
+            continue
         with local_copy(str(s.source)) as path:
             tl = load(path)
         parts = split_processes(tl)

@@ -67,6 +67,12 @@ class RankSummary:
     timing_s: dict[str, float] = field(default_factory=dict)
     worker_peak_rss_bytes: int | None = None
     worker: str | None = None
+    # the rank's what-if graph (whatif.graph.RunGraph), built in the map step for the job replay
+    # so the reduce step need not load every trace again; dropped once the replay is made
+    graph: Any = field(default=None, repr=False, compare=False)
+    # what the output sink must remove (secrets.sink.found_in of the worker's copy of the trace);
+    # moved to JobReport.scanned by lint_job, never serialised
+    found_secrets: Any = field(default=None, repr=False, compare=False)
 
     @property
     def steps(self) -> int:

@@ -63,6 +63,8 @@ class JobReport:
     elapsed_s: dict[str, float] = field(default_factory=dict)
     context: Any = None                           # JobContext (not serialised)
     whatif: dict[str, Any] = field(default_factory=dict)   # job replay: fidelity, saving_all_ns
+    # source -> what its worker's secret scan found, for the output sink (not serialised)
+    scanned: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # ----- views -----------------------------------------------------------------------------
     def sorted_findings(self) -> list[Finding]:

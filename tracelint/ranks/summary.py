@@ -29,6 +29,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
+from ..secrets.sink import found_in
 from ..timeline import intervals
 from ..timeline.collectives import canonical_collective, issuing_collective
 from .collective_args import attach_sizes, finish_collectives, read_comm_args
@@ -62,9 +63,12 @@ def local_copy(source: str) -> Iterator[Path]:
 
 
 # ----- entry point for workers ------------------------------------------------------------------
-def summarize_source(source: str, config=None, run_rules: bool = True) -> list[RankSummary]:
+def summarize_source(source: str, config=None, run_rules: bool = True,
+                     graphs: bool = False) -> list[RankSummary]:
     """Load one trace and summarise each rank in it (one for Kineto; one per process for an nsys
-    file that recorded several). Never raises: a failure becomes a summary with ok=False."""
+    file that recorded several). Never raises: a failure becomes a summary with ok=False.
+    graphs: also build each rank's what-if graph for the job replay (ranks/job_whatif.py), here
+    in the worker, where the trace is loaded already."""
     label = os.path.basename(str(source).rstrip("/"))
     t0 = time.perf_counter()
     try:
@@ -82,8 +86,14 @@ def summarize_source(source: str, config=None, run_rules: bool = True) -> list[R
                                        run_rules=run_rules, process=process,
                                        rank_hint=rank_hint, rank_source=rank_source)
                 s.timing_s["load"] = t_load / len(parts)
+                if graphs:
+                    from ..whatif.graph import build
+                    s.graph = build(part)
                 out.append(s)
             del tl, parts, part
+            found = found_in(str(path))     # for the output sink, here in parallel
+            for s in out:
+                s.found_secrets = found
             if comm_pass and out:
                 t1 = time.perf_counter()
                 kargs, rpc = read_comm_args(path)

@@ -27,6 +27,21 @@ from . import patterns as P
 _MEMO_LIMIT = 200_000
 
 
+def found_in(src: str) -> tuple[frozenset[str], dict[str, str]] | None:
+    """(exact secret values, user / host names) the quick scan of one trace file finds; None
+    when it is not a readable trace. scan_file caches per file, so a worker that has just
+    linted the file (TL100/TL101 scan it) pays nothing."""
+    from .scan import scan_file
+    try:
+        if not isinstance(src, str) or not Path(src).is_file():
+            return None
+        res = scan_file(src, deep=False)
+    except (TracelintError, OSError, ValueError, RecursionError):
+        return None
+    return (frozenset(h.raw.strip() for h in res.secrets if len(h.raw.strip()) >= 6),
+            dict(res.names().kinds))
+
+
 class Sink:
     """Scrubs models and text for one command run. See the module docstring."""
 
@@ -40,21 +55,18 @@ class Sink:
         if enabled:
             self.learn(sources)
 
-    def learn(self, sources: Iterable[str]) -> None:
-        """Add the exact secret values (and with paths, user / host names) of these traces."""
-        from .scan import scan_file
+    def learn(self, sources: Iterable[str], found: dict[str, tuple] | None = None) -> None:
+        """Add the exact secret values (and with paths, user / host names) of these traces.
+        found: source -> found_in() result made elsewhere (a job's workers scan their ranks)."""
         raws: set[str] = set(self._raws)
         names: dict[str, str] = dict(self.names.kinds) if self.names else {}
         for src in sources:
-            try:
-                if not isinstance(src, str) or not Path(src).is_file():
-                    continue
-                res = scan_file(src, deep=False)
-            except (TracelintError, OSError, ValueError, RecursionError):
+            got = (found or {}).get(src) or found_in(src)
+            if got is None:
                 continue
-            raws |= {h.raw.strip() for h in res.secrets if len(h.raw.strip()) >= 6}
+            raws |= got[0]
             if self.paths:
-                names.update(res.names().kinds)
+                names.update(got[1])
         self._raws = raws
         self._memo.clear()
         if raws:
