@@ -48,12 +48,23 @@ def _prof(tl, name):
 
 def _fmt(res, metric=None):
     if metric:
-        c = res.metrics.get(metric)
-        if c is None:
-            return "metric absent"
-        iv = f" [{c.low:+.1%}, {c.high:+.1%}]" if c.low is not None else ""
-        return f"{res.status}; {metric} {c.verdict}{iv}"
+        return f"{res.status}; {_verdict_of(res, metric)}"
     return res.status
+
+
+def _verdict_of(res, metric):
+    c = res.metrics.get(metric)
+    if c is None:
+        return f"{metric} absent"
+    iv = f" [{c.low:+.1%}, {c.high:+.1%}]" if c.low is not None else ""
+    return f"{metric} {c.verdict}{iv}"
+
+
+def _fmt_injected(res, cls):
+    """Gate status, what it names, and the class's two metrics."""
+    named = ", ".join(res.regressions) or "nothing"
+    return (f"**{res.status}** (regressions: {named}); {_verdict_of(res, f'gpu_time[{cls}]')}; "
+            f"{_verdict_of(res, f'kernel_calls[{cls}]')}")
 
 
 def _pooled(bases, cur, metric=None, floor=0.02, n=20000):
@@ -64,7 +75,7 @@ def _pooled(bases, cur, metric=None, floor=0.02, n=20000):
     mc = key_metrics(cur, max_buckets=10**6, min_class_share=0.0)
     out = {}
     for k in sorted(mc) if metric is None else [metric]:
-        if k not in mc or not all(k in m for m in ms) or mc[k]["q"] != 50:
+        if k not in mc or not all(k in m for m in ms) or mc[k]["q"] != 50 or "calls" in mc[k]:
             continue
         a = np.concatenate([m[k]["samples"] for m in ms])
         b = np.asarray(mc[k]["samples"], dtype=float)
@@ -116,8 +127,8 @@ def main() -> None:
             both = run_gate(all_base, [slow])
             one = run_gate(make_baseline([profs[names[1]]]), [slow])
             pooled = _pooled([profs[n] for n in names], slow, metric).get(metric, "metric absent")
-            inject_rows.append(f"| {group} | {cls} ({ns / gpu:.0%}) | {_fmt(both, metric)} | "
-                               f"{_fmt(one, metric)} | {pooled} |")
+            inject_rows.append(f"| {group} | {cls} ({ns / gpu:.0%}) | {_fmt_injected(both, cls)} | "
+                               f"{_fmt_injected(one, cls)} | {pooled} |")
     print("\n| workload | class slowed 10 % (share of GPU time) | baseline of all runs | "
           "one-run baseline (other run) | iterations pooled, baseline of all runs |"
           "\n|---|---|---|---|---|")

@@ -102,9 +102,13 @@ def test_ten_percent_class_slowdown_caught_with_enough_iterations():
     slow = profile(slow_down(synth(STEPS, jitter=0.03, seed=3), "gemm", 1.10))
     for doc, method in ((make_baseline(runs), "runs"), (make_baseline(runs[:1]), "instances")):
         res = run_gate(doc, [slow])
-        assert res.status == "failed" and set(res.regressions) == {"gpu_time", "gpu_time[gemm]"}
+        assert res.status == "failed" and set(res.regressions) == {
+            "gpu_time", "gpu_time[gemm]", "kernel_calls[gemm]"}
         c = res.metrics["gpu_time[gemm]"]
         assert c.method == method and c.low > 0.02 and c.low < 0.10 < c.high
+        k = res.metrics["kernel_calls[gemm]"]
+        assert k.method == {"runs": "paired calls, runs", "instances": "paired calls"}[method]
+        assert k.low > 0.02 and k.low <= k.change <= k.high
         assert any("gpu_time[gemm]" in r for r in res.reasons())
         assert run_gate(doc, [profile(synth(STEPS, jitter=0.03, seed=3))]).status == "passed"
 
@@ -140,8 +144,32 @@ def test_128_rank_pair_no_false_alarm():
 
 @pytest.mark.slow
 @needs(RANK0, RANK1)
+@pytest.mark.parametrize("cls", ["gemm", "elementwise", "layout", "other"])
+def test_128_rank_pair_injected_slowdown_is_caught_call_by_call(cls):
+    """+10 % on one kernel class of rank 0, gated against a baseline of rank 1 alone: the calls
+    of that class, paired call by call with rank 1's calls of the same kernel and launch
+    configuration, are slower, and the interval excludes the floor. The change is rank 0's own
+    offset from rank 1 (without the slowdown) times 1.10. Only that class is named."""
+    from tracelint import load
+    t0, t1 = load(RANK0), load(RANK1)
+    p0, p1 = profile(t0), profile(t1)
+    doc = make_baseline([p1])
+    key = f"kernel_calls[{cls}]"
+    plain = run_gate(doc, [p0])
+    assert plain.status == "passed" and plain.metrics[key].verdict == "no change"
+    res = run_gate(doc, [profile(slow_down(t0, cls, 1.10))])
+    c = res.metrics[key]
+    assert res.status == "failed" and res.regressions == [key], res.reasons()
+    assert c.method == "paired calls" and c.low > 0.02
+    assert c.change == pytest.approx((1 + plain.metrics[key].change) * 1.10 - 1, abs=0.005)
+    assert any(key in r for r in res.reasons())
+
+
+@pytest.mark.slow
+@needs(RANK0, RANK1)
 def test_128_rank_pair_injected_slowdown_is_reported_uncertain_with_runs_needed():
-    """+10 % gemm on rank 0 against a baseline of ranks 0 and 1: the data cannot establish it.
+    """+10 % gemm on rank 0 against a baseline of ranks 0 and 1: GPU time per iteration cannot
+    establish it, and neither can the paired calls with 2 baseline runs (1 degree of freedom).
 
     2 ranks x 2 iterations; the ranks' gemm differs by 2 % (33.69 vs 34.39 ms), so the two-run
     interval is about -13 %..+31 % (1 degree of freedom). Pooling iterations instead gives false
@@ -166,6 +194,8 @@ def test_128_rank_pair_injected_slowdown_is_reported_uncertain_with_runs_needed(
     assert c.runs_needed and c.runs_needed > 2 and "runs per side" in c.why
     assert "gpu_time[gemm]" not in res.regressions
     assert "runs per side" in res.runs_advice()
+    k = res.metrics["kernel_calls[gemm]"]     # the same kernels on the two ranks differ by ~1 %
+    assert k.verdict == "uncertain" and k.low < 0.10 < k.high and k.runs_needed > 2
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ from ..timeline.codes import thread_codes as _thread_codes
 from ..timeline.model import Timeline
 from ..timeline.summary import percentile
 from .attribution import _activity, _Activity, _assign
+from .kernel_calls import kernel_calls
 from .names import (exact_kernel_name, finding_identity, lint_fingerprints,  # noqa: F401
                     normalise_kernel_name, normalise_range_name, short_kernel_name)
 from .serving import TPOT, TTFT, parse_request_range, serving_values  # noqa: F401
@@ -317,6 +318,7 @@ class TraceProfile:
     span_ns: int
     lint: dict[str, dict[str, str]] | None = None   # identity -> {rule, key, ...}; None: not run
     lint_error: str | None = None
+    calls: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # kernel_calls.py
 
     @property
     def iteration(self) -> Bucket | None:
@@ -431,10 +433,12 @@ def profile(tl: Timeline, patterns: Sequence[str] = (), *, findings: bool = Fals
         bs, be = tl.busy_intervals(d)
         busy += int((be - bs).sum())
     buckets = build_buckets(tl, patterns, names=names, max_name_buckets=max_name_buckets)
+    it = next((b for b in buckets if b.kind == "iteration" and len(b.steady)), None)
+    calls = kernel_calls(tl, int(it.start[it.cold]) if it is not None else None)
     p = TraceProfile(source=tl.meta.source, meta=trace_meta(tl),
                      buckets={b.key: b for b in buckets}, kernels=_kernels(tl), syncs=_syncs(tl),
                      gpu_total_ns=int(dur.sum()), gpu_busy_ns=busy, class_ns=class_ns,
-                     span_ns=int(tl.span_ns))
+                     span_ns=int(tl.span_ns), calls=calls)
     if findings:
         p.lint, p.lint_error = lint_fingerprints(tl, config)
     return p

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .buckets import TraceProfile
+from .kernel_calls import PREFIX as CALLS
+from .kernel_calls import compare_calls
 from .perf_baseline import comparability, fingerprint, key_metrics
 from .stats import FORMULA, Comparison, GatePolicy, compare
 from ..reporters.escape import clean
@@ -79,10 +81,12 @@ class GateResult:
 
     def runs_advice(self) -> str:
         """How many runs would make the gate reliable at the chosen floor."""
-        judged = [c for c in self.metrics.values() if c.method == "runs" and c.verdict != "not gated"]
+        judged = [c for c in self.metrics.values()
+                  if c.method in ("runs", "paired calls, runs") and c.verdict != "not gated"]
         if not judged:
-            return ("single-run baseline: intervals come from the spread of iterations within the "
-                    "run; save the baseline from >= 3 runs to measure run-to-run noise")
+            return ("single-run baseline: intervals come from the spread of iterations (and of "
+                    "paired kernel calls) within the run; save the baseline from >= 3 runs to "
+                    "measure run-to-run noise")
         need = [c.runs_needed for c in judged if c.runs_needed]
         noisy = [k for k, c in self.metrics.items() if c in judged and c.runs_needed is None]
         out = (f"at the measured run-to-run noise, {max(need)} runs per side make every interval "
@@ -131,6 +135,10 @@ def run_gate(baseline: dict[str, Any], profiles: Sequence[TraceProfile], *,
     missing: list[str] = []
     scope_changed: dict[str, str] = {}
     for k, spec in baseline["metrics"].items():
+        if k.startswith(CALLS + "["):       # paired call by call; a vanished class is not gated
+            metrics[k] = compare_calls(spec.get("calls") or [],
+                                       [m[k]["calls"] if k in m else {} for m in per_run], policy)
+            continue
         have = [m[k] for m in per_run if k in m]
         if not have and k.startswith("gpu_time[") and all("gpu_time" in m for m in per_run):
             have = [{**m["gpu_time"], "samples": m["gpu_time"]["samples"] * 0} for m in per_run]
@@ -197,7 +205,7 @@ def _rows(res: GateResult) -> list[list[str]]:
     rows = []
     for k, c in res.metrics.items():
         unit = res.baseline["metrics"][k].get("unit", "ns")
-        how = ("runs" if c.method == "runs" else "iterations") + (
+        how = {"runs": "runs", "instances": "iterations"}.get(c.method, c.method) + (
             f", noise ±{c.noise:.1%}" if c.noise is not None else "")
         rows.append([k, fmt_change(c, unit), fmt_interval(c), how, _WORDS.get(c.verdict, c.verdict)])
     return rows

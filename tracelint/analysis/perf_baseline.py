@@ -21,6 +21,8 @@ from ..efficiency.coverage import merge_summaries
 from ..engine.baseline import BASELINE_VERSION, PERF_KIND, decode_typed, read_bytes
 from ..io import write_atomic
 from .buckets import ITERATION, TraceProfile
+from .kernel_calls import PREFIX as CALLS
+from .kernel_calls import metric as calls_metric
 from .stats import GatePolicy, clean_json, num
 
 #: Samples kept per metric and run; longer runs keep this many evenly spaced order statistics.
@@ -37,7 +39,9 @@ def key_metrics(p: TraceProfile, *, max_buckets: int = 16, min_class_share: floa
     * ``bucket[<key>].p50`` / ``.p99``: the ``max_buckets`` longest other buckets with >= 2
       steady instances (TTFT/TPOT and --bucket patterns always);
     * ``gpu_time``: median GPU time per steady iteration (whole trace, one sample, without
-      iterations); ``gpu_time[<class>]`` the same per kernel class with >= 1 % of GPU time.
+      iterations); ``gpu_time[<class>]`` the same per kernel class with >= 1 % of GPU time;
+    * ``kernel_calls[<class>]``: that class's kernel calls, compared call by call with the
+      same kernel and launch configuration (kernel_calls.py).
     """
     out: dict[str, dict[str, Any]] = {}
     buckets = [b for b in p.buckets.values() if len(b.steady) >= (1 if b.key == ITERATION else 2)]
@@ -61,6 +65,8 @@ def key_metrics(p: TraceProfile, *, max_buckets: int = 16, min_class_share: floa
     for c, v in sorted(cls.items()):
         if total > 0 and float(v.sum()) / total >= min_class_share:
             out[f"gpu_time[{c}]"] = _metric(v, 50, scope)
+            if p.calls.get(c):
+                out[f"{CALLS}[{c}]"] = calls_metric(p.calls[c])
     return out
 
 
@@ -171,6 +177,9 @@ def make_baseline(profiles: Sequence[TraceProfile], *, patterns: Sequence[str] =
                       "scope": ref["scope"],
                       "runs": [num(_stat(m[k])) if k in m else None for m in per_run],
                       "samples": [_keep(m[k]["samples"]) if k in m else [] for m in per_run]}
+        if "calls" in ref:           # paired metrics keep every run's calls, in call order
+            metrics[k]["calls"] = [{key: [int(x) for x in v] for key, v in m[k]["calls"].items()}
+                                   if k in m else {} for m in per_run]
     findings, ran = _findings_union(profiles)
     first = profiles[0].meta if profiles else {}
     return {
@@ -202,6 +211,7 @@ class _Metric(msgspec.Struct, forbid_unknown_fields=False):
     unit: str = "ns"
     better: Literal["lower", "higher"] = "lower"
     scope: Optional[str] = None
+    calls: list[dict[str, list[float]]] = []
 
 
 class _Finding(msgspec.Struct, forbid_unknown_fields=False):

@@ -245,7 +245,8 @@ def _ratio(x: float, ref: float) -> float:
 
 
 FORMULA = ("repeated runs: Student-t interval of the change of the per-run statistic; single "
-           "runs: exact order-statistic intervals of each side's percentile; regression when "
+           "runs: exact order-statistic intervals of each side's percentile; kernel_calls: "
+           "median ratio of calls paired by kernel and launch configuration; regression when "
            "the whole interval lies above +floor (docs/statistics.md)")
 
 
