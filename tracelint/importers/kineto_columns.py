@@ -12,6 +12,7 @@ import numpy as np
 
 from .kineto_events import (COUNTER_CATS, FLOW_CATS, GPU_TABLES, NO_ARGS, RANGE_KIND,
                             TABLE_OF_CAT, Args, Event)
+from .heap_trim import trim
 from .kineto_memory import MEMORY_CAT, MemoryColumns
 from .kineto_values import dim3, int_col, ints, us_to_ns
 
@@ -34,6 +35,7 @@ class Builder:
         self.op_inputs: dict[int, tuple] = {}     # External id -> (name, dims, types, concrete) JSON
         self.call_stacks: list[tuple] = []       # (start, end, pid, tid, text) of legacy stacks
         self.memory = MemoryColumns()            # profile_memory=True [memory] instant events
+        self.saw_dims = False                    # an op with "Input Dims" (record_shapes)
 
     def add_chunk(self, lo: int, events: list[Event], raws) -> None:
         """One chunk of events, in file order (chunks too); lo: the index of its first event;
@@ -44,7 +46,7 @@ class Builder:
         for e in events:
             buckets[e.cat].append(e)
         if MEMORY_CAT in buckets or "" in buckets:   # explicit hook: kineto_memory keeps [memory]
-            self.memory.add(events)
+            self.memory.add(buckets.get(MEMORY_CAT, []) + buckets.get("", []))
         for cat, evs in buckets.items():
             self.cat_counts[cat] += len(evs)
             self.cat_rank.setdefault(cat, len(self.cat_rank))
@@ -63,6 +65,24 @@ class Builder:
             if cat in COUNTER_CATS or (len(xs) < len(evs) and ("M" in phs or "C" in phs)):
                 self.specials += [r for r, e in zip(raws, events) if e.cat == cat and (
                     cat in COUNTER_CATS or e.ph in ("M", "C"))]
+
+    def see_categories(self, cats) -> None:
+        """Number these categories (in this order) before their events arrive: the events of
+        a chunk may be added flows first (add_flows), yet ranks follow the file."""
+        for cat in cats:
+            self.cat_counts[cat] += 0
+            self.cat_rank.setdefault(cat, len(self.cat_rank))
+
+    def add_flows(self, lo: int, counts: Counter) -> None:
+        """Flow events of the chunk starting at event lo, decoded as their category only
+        (kineto_ranges): counted, and the chunk remembered for fill_correlation_from_flows."""
+        for cat, n in counts.items():
+            self.cat_counts[cat] += n
+            self.cat_rank.setdefault(cat, len(self.cat_rank))
+            if cat in TABLE_OF_CAT:            # a flow phase in a table's category: not "X"
+                self.non_x += n
+        if any(cat in FLOW_CATS for cat in counts):
+            self.flow_chunks.append(lo)
 
     def _codes(self, table: str, names: list[str]) -> np.ndarray:
         """Name -> code, numbering new names in order of appearance, in a C-level loop."""
@@ -110,6 +130,7 @@ class Builder:
             c["kind"] = np.full(len(xs), RANGE_KIND[cat], np.int8)
             ext_ids = c["external_id"]
             for i in compress(range(len(xs)), map(_DIMS, args)):   # rows with "Input Dims"
+                self.saw_dims = True
                 if ext_ids[i] >= 0:
                     e, a = xs[i], args[i]
                     self.op_inputs[int(ext_ids[i])] = (e.name, bytes(a.input_dims),
@@ -133,11 +154,13 @@ class Builder:
             self.parts[table][k].append(v)
 
     def columns(self) -> dict[str, dict[str, np.ndarray]]:
-        """Each column concatenated once; its chunk parts are dropped as it is made."""
+        """Each column concatenated once; its chunk parts are dropped as it is made, and their
+        memory goes back to the OS after each table (heap_trim)."""
         out = {}
         for t in list(self.parts):
             c = self.parts.pop(t)
             out[t] = {k: np.concatenate(c.pop(k)) for k in list(c)}
+            trim()
         return out
 
     def decode_specials(self) -> list[dict]:

@@ -6,7 +6,7 @@ cuda_runtime) map to the same tables as current CUDA traces.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 
@@ -64,8 +64,7 @@ class Args(msgspec.Struct, gc=False):
 NO_ARGS = Args()
 
 
-class Event(msgspec.Struct, gc=False):
-    ph: str = ""
+class _Fields(msgspec.Struct, gc=False):
     cat: str = ""
     name: str = ""
     pid: Any = -1          # int, or a label such as "Spans" / "Traces"
@@ -74,6 +73,36 @@ class Event(msgspec.Struct, gc=False):
     dur: Any = 0
     id: Any = -1           # flow id
     args: Args | None = None
+
+
+class Event(_Fields, gc=False):
+    ph: str = ""
+
+
+# The large-file path (kineto_ranges) decodes events by their phase: a flow event ("s", "t",
+# "f": half the events of a trace with ac2g flows) becomes a struct with its category only,
+# since flows are read again from the file only when a correlation id is missing. Every other
+# phase gets all the fields. An event without "ph" or with a phase outside the Chrome trace
+# format fails the decode, and the whole-buffer path (Event) takes the file.
+FLOW_PHASES = ("s", "t", "f")
+PHASES = ("X", "B", "E", "i", "I", "C", "M", "b", "n", "e", "P", "N", "O", "D", "R", "c",
+          "(", ")", "V", "v", "T", "p", "S", "F")
+
+
+class PhasedEvent(_Fields, gc=False, tag_field="ph"):
+    """An event of one phase; `ph` is a class attribute of each subclass."""
+
+
+class FlowEvent(msgspec.Struct, gc=False, tag_field="ph"):
+    cat: str = ""
+
+
+_TAGGED = tuple(msgspec.defstruct(f"Event_{i}", [], bases=(PhasedEvent,), tag=ph,
+                                  namespace={"ph": ph}) for i, ph in enumerate(PHASES))
+_FLOWS = tuple(msgspec.defstruct(f"Flow_{ph}", [], bases=(FlowEvent,), tag=ph,
+                                 namespace={"ph": ph}) for ph in FLOW_PHASES)
+#: Decode type of one event of the large-file path.
+TaggedEvent = Union[_TAGGED + _FLOWS]  # noqa: UP007 - a runtime union of many classes
 
 
 #: Top-level keys read; metadata (TraceLens runs) may hold environment secrets: only the

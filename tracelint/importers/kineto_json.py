@@ -27,6 +27,7 @@ from ..timeline.model import Timeline
 from .kineto_columns import Builder
 from .kineto_cupti import add_range_kernels
 from .kineto_events import FLOW_CATS, Event, Top
+from .heap_trim import trim
 from .kineto_memory import attach as attach_memory
 from .kineto_meta import TraceInfo, build_meta
 from .kineto_tables import build_timeline
@@ -67,7 +68,8 @@ def _finish(path: Path, cols: dict, specials: list[dict], build: Builder, info: 
     report("build", 0.0)
     tl = build_timeline(cols, specials, build)
     tl.meta = build_meta(path, info, tl, build, specials)
-    attach_memory(tl, build.memory, us_to_ns, bool(info.top.profile_memory))   # [memory] events
+    trim()                                        # the sort's freed copies, before the next peak
+    attach_memory(tl, build.memory, bool(info.top.profile_memory))   # [memory] events
     add_range_kernels(tl, specials, us_to_ns)     # CUPTI counters: kernels with synthetic times
     report("build", 1.0)
     return tl

@@ -18,14 +18,15 @@ is lost (tests/test_memory_timeline.py loads a trace with memory events end to e
 """
 from __future__ import annotations
 
+from itertools import compress
 from operator import attrgetter
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from ..timeline.memory import enclosing_ops
 from ..timeline.schema import make_table
+from .kineto_values import us_to_ns
 
 MEMORY_NAME = "[memory]"
 MEMORY_CAT = "cpu_instant_event"
@@ -70,27 +71,31 @@ def _ints(values: list) -> np.ndarray:
 
 
 class MemoryColumns:
-    """Collects the `[memory]` events of each decoded chunk as column parts. Their args are
-    decoded in the importer's one pass (kineto_events.Args), never from raw bytes again."""
+    """Collects the `[memory]` events of each decoded chunk as column parts, converted where
+    they are decoded (in a parallel decode's workers too). Their args are decoded in the
+    importer's one pass (kineto_events.Args), never from raw bytes again."""
 
     def __init__(self):
-        self.ts: list = []                     # raw ts values (ints or decimal text)
+        self.ts: list[np.ndarray] = []         # per chunk: int64 ns
         self.parts: list[np.ndarray] = []      # per chunk: (8, n) pid, tid, bytes ... addr
         self.bad = 0
         self.seen = 0
         self.notes: list[str] = []
 
     def add(self, events: list) -> None:
-        """events: one chunk's decoded events; keeps the `[memory]` ones ("": 2021 traces)."""
+        """events: one chunk's decoded instant events (category cpu_instant_event, or "" in
+        2021 traces), in file order; keeps the `[memory]` ones."""
         mem = [e for e in events if e.name == MEMORY_NAME and e.cat in (MEMORY_CAT, "")]
         self.seen += len(mem)
         keep = [e for e in mem if e.ts is not None and e.args is not None
                 and e.args.mem_bytes is not None]
+        ts, ok = us_to_ns([e.ts for e in keep])
+        keep = list(compress(keep, ok))
         self.bad += len(mem) - len(keep)
         if not keep:
             return
         args = [e.args for e in keep]
-        self.ts += [e.ts for e in keep]
+        self.ts.append(ts[ok])
         self.parts.append(np.stack(
             [_ints([e.pid for e in keep]), _ints([e.tid for e in keep])]
             + [_ints(list(map(attrgetter(f), args))) for f in _ARG_FIELDS]))
@@ -102,45 +107,50 @@ class MemoryColumns:
         self.bad += other.bad
         self.seen += other.seen
 
-    def table(self, ranges: pd.DataFrame, us_to_ns: Callable) -> pd.DataFrame:
+    def table(self, ranges: pd.DataFrame) -> pd.DataFrame:
         """The memory table, by ts; op: the innermost CPU op or annotation around each event."""
         if not self.ts:
             return make_table("memory", {}, 0)
-        ts, ok = us_to_ns(self.ts)
-        pid, tid, nbytes, alloc, reserved, dtype, dev, addr = np.concatenate(self.parts, axis=1)
-        self.bad += int((~ok).sum())
-        order = np.argsort(np.where(ok, ts, np.iinfo(np.int64).max), kind="stable")
-        order = order[ok[order]]
-        ts, pid, tid = ts[order], pid[order], tid[order]
-        uniq, inv = np.unique(dtype[order], return_inverse=True)
-        kind = np.array([DEVICE_TYPES.get(int(d), "other") for d in uniq], object)[inv.reshape(-1)]
-        dev, nbytes, alloc = np.where(kind == "cpu", -1, dev[order]), nbytes[order], alloc[order]
-        self._running_totals(kind, dev, nbytes, alloc)
+        ts, cols = np.concatenate(self.ts), np.concatenate(self.parts, axis=1)
+        self.ts, self.parts = [], []           # (memory peak: one copy of the rows at a time)
+        if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
+            order = np.argsort(ts, kind="stable")
+            ts, cols = ts[order], cols[:, order]
+        pid, tid, nbytes, alloc, reserved, dtype, dev, addr = cols
+        uniq, inv = np.unique(dtype, return_inverse=True)
+        labels = [DEVICE_TYPES.get(int(d), "other") for d in uniq]
+        kinds = sorted(set(labels))
+        codes = np.array([kinds.index(x) for x in labels], np.int8)[inv.reshape(-1)]
+        if "cpu" in kinds:
+            dev = np.where(codes == kinds.index("cpu"), -1, dev)
+        self._running_totals(kinds, codes, dev, nbytes, alloc)
+        n = len(ts)
         return make_table("memory", {
-            "device": dev, "device_type": pd.Categorical(kind),
+            "device": dev, "device_type": pd.Categorical.from_codes(codes, kinds),
             "ts": ts, "bytes": nbytes, "total_allocated": alloc,
-            "total_reserved": reserved[order], "addr": addr[order], "pid": pid, "tid": tid,
+            "total_reserved": reserved, "addr": addr, "pid": pid, "tid": tid,
             "op": pd.Categorical(enclosing_ops(ranges, pid, tid, ts)),
-            "source": pd.Categorical(["allocator"] * len(ts))}, len(ts))
+            "source": pd.Categorical.from_codes(np.zeros(n, np.int8), ["allocator"])}, n)
 
-
-    def _running_totals(self, kind, dev, nbytes, alloc) -> None:
+    def _running_totals(self, kinds, codes, dev, nbytes, alloc) -> None:
         """Traces without "Total Allocated" (2021 Kineto): the running sum of Bytes per device,
         from the capture start (memory allocated before it is not in it: a lower bound)."""
-        for key in {(k, d) for k, d in zip(kind, dev)}:
-            on = np.flatnonzero((kind == key[0]) & (dev == key[1]))
+        key = codes.astype(np.int64) << 32 | (dev & 0xFFFFFFFF)
+        for k in np.unique(key):
+            on = np.flatnonzero(key == k)
             if (alloc[on] >= 0).any():
                 continue
             run = np.cumsum(nbytes[on])
             alloc[on] = run - min(0, int(run.min()))
-            self.notes.append(f"{key[0]} {key[1]}: no Total Allocated in the trace; allocated is "
-                              "the running sum of the events' Bytes from the capture start")
+            self.notes.append(f"{kinds[codes[on[0]]]} {dev[on[0]]}: no Total Allocated in the "
+                              "trace; allocated is the running sum of the events' Bytes from the "
+                              "capture start")
 
 
-def attach(tl, mem: MemoryColumns, us_to_ns: Callable, profile_memory: bool = False) -> None:
+def attach(tl, mem: MemoryColumns, profile_memory: bool = False) -> None:
     """Fill tl.memory from the collected events; note what was dropped and what was captured
     (profile_memory: the trace says memory was profiled, so no rows means no events)."""
-    tl.memory = mem.table(tl.ranges, us_to_ns)
+    tl.memory = mem.table(tl.ranges)
     tl.meta.raw_event_counts["memory"] = mem.seen
     if len(tl.memory) or profile_memory:
         tl.meta.captured.add("memory")

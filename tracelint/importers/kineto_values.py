@@ -40,6 +40,10 @@ def _text_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
     b = text.view(np.uint8).reshape(n, w) if text.dtype.itemsize else np.zeros((n, 1), np.uint8)
     col = np.arange(w)
     digit, dot, neg = (b >= 48) & (b <= 57), b == 46, b[:, 0] == 45
+    if n and not neg.any():
+        fast = _one_layout(b, digit, dot)
+        if fast is not None:
+            return fast, np.ones(n, bool)
     dotpos = np.where(dot.any(1), dot.argmax(1), (b != 0).sum(1))
     int_digits = (digit & (col < dotpos[:, None])).sum(1)
     lead = b[np.arange(n), neg.astype(np.intp)]
@@ -59,6 +63,26 @@ def _text_to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
         if ns is not None:
             val[i], ok[i] = ns, True
     return np.where(ok, val, 0), ok
+
+
+def _one_layout(b: np.ndarray, digit: np.ndarray, dot: np.ndarray) -> np.ndarray | None:
+    """Exact ns when every value has the same layout (same width, dot in the same column, at
+    most 16 integer digits: a trace's timestamps): two integer matrix-vector products instead
+    of a pass per column; None otherwise. 16 integer digits fit int64 ns up to a leading 8."""
+    w = b.shape[1]
+    p = int(dot[0].argmax()) if dot[0].any() else w
+    if not 0 < p <= 16 or (p == 16 and (b[:, 0] > ord("8")).any()) or not digit[:, :p].all() or (
+            p < w and not (dot[:, p].all() and digit[:, p + 1:].all())):
+        return None
+    d = b.astype(np.int64) - 48
+    val = d[:, :p] @ (1000 * 10 ** np.arange(p - 1, -1, -1, dtype=np.int64))
+    frac = w - p - 1 if p < w else 0
+    if frac:
+        k = min(frac, 3)
+        val += d[:, p + 1:p + 1 + k] @ (10 ** np.arange(2, 2 - k, -1, dtype=np.int64))
+    if frac > 3:                     # the 4th fractional digit rounds half up
+        val += d[:, p + 4] >= 5
+    return val
 
 
 def _one_to_ns(v) -> int | None:

@@ -31,39 +31,38 @@ def enclosing_ops(ranges: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
                   ts: np.ndarray) -> np.ndarray:
     """Per (pid, tid, ts): the name of the innermost CPU op / annotation / NVTX range on that
     thread with start <= ts < end (or ts == start for an empty range), "" when none
-    (vectorised, one pass per nesting level)."""
+    (vectorised per thread of the queries, one pass per nesting level)."""
     n = len(ts)
     out = np.full(n, "", dtype=object)
     if n == 0 or len(ranges) == 0:
         return out
     r = ranges
-    kind = r["kind"].astype(str).to_numpy()
     rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
-    rows = np.flatnonzero(np.isin(kind, _OWNER_KINDS) & (re_ >= rs))
-    if len(rows) == 0:
+    owner = r["kind"].isin(_OWNER_KINDS).to_numpy() & (re_ >= rs)
+    if not owner.any():
         return out
-    names = np.array([m.group(1) if (m := _EMIT_NVTX.match(n)) else n
-                      for n in r["name"].astype(str).to_numpy()], dtype=object)
-    rkey = (r["pid"].to_numpy()[rows] << 32) | (r["tid"].to_numpy()[rows] & 0xFFFFFFFF)
-    qkey = (np.asarray(pid, np.int64) << 32) | (np.asarray(tid, np.int64) & 0xFFFFFFFF)
-    keys, codes = np.unique(np.concatenate([rkey, qkey]), return_inverse=True)
-    codes = codes.reshape(-1)
-    rthr, qthr = codes[:len(rows)], codes[len(rows):]
-    t0 = int(min(rs[rows].min(), np.min(ts)))
-    span = np.int64(int(max(re_[rows].max(), np.max(ts))) - t0 + 2)
-    q = qthr * span + (np.asarray(ts, np.int64) - t0)
-    depth = r["depth"].to_numpy()[rows]
-    for level in np.unique(depth):          # outermost first: deeper levels overwrite
-        at = rows[depth == level]
-        k = rthr[depth == level] * span + (rs[at] - t0)
-        order = np.argsort(k, kind="stable")
-        k, at = k[order], at[order]
-        pos = np.searchsorted(k, q, side="right") - 1
-        c = at[np.clip(pos, 0, None)]
-        hit = (pos >= 0) & (k[np.clip(pos, 0, None)] // span == qthr) & (
-            (re_[c] > ts) | (rs[c] == ts))
-        out[hit] = names[c[hit]]
+    cat = pd.Categorical(r["name"].array)      # each distinct name parsed once
+    short = [m.group(1) if (m := _EMIT_NVTX.match(n)) else n for n in cat.categories.astype(str)]
+    names = np.array(short + [""], dtype=object)[np.asarray(cat.codes)]   # -1 (no name): ""
+    rkey = _thread_key(r["pid"].to_numpy(), r["tid"].to_numpy())
+    qkey = _thread_key(np.asarray(pid, np.int64), np.asarray(tid, np.int64))
+    ts = np.asarray(ts, np.int64)
+    depth = r["depth"].to_numpy()
+    for key in np.unique(qkey):            # the few threads that allocate
+        q = np.flatnonzero(qkey == key)
+        rows = np.flatnonzero(owner & (rkey == key))
+        for level in np.unique(depth[rows]):     # outermost first: deeper levels overwrite
+            at = rows[depth[rows] == level]
+            at = at[np.argsort(rs[at], kind="stable")]
+            pos = np.searchsorted(rs[at], ts[q], side="right") - 1
+            c = at[np.clip(pos, 0, None)]
+            hit = (pos >= 0) & ((re_[c] > ts[q]) | (rs[c] == ts[q]))
+            out[q[hit]] = names[c[hit]]
     return out
+
+
+def _thread_key(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    return (pid << 32) | (tid & 0xFFFFFFFF)
 
 
 @dataclass
