@@ -194,7 +194,9 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends) -> HostIdle:
         return out
     s, e = rows["start"], rows["end"]
     _, parent = nest(np.zeros(len(s), np.int64), s, e)
-    excl = _exclusive(s, e, ws, we)
+    excl = _exclusive_nested(s, e, ws, we, parent)
+    if excl is None:                  # partial overlaps or twin rows: the sweep decides
+        excl = _exclusive(s, e, ws, we)
     cat, anchor, loc = _categorise(rows, parent)
     ms, me = intervals.merge(s, e)
     unrecorded = window - int(intervals.overlap_each(ws, we, ms, me).sum())
@@ -255,6 +257,29 @@ def others_text(others: list, window_ns: int) -> str:
     parts = [f"pid {t[0]} tid {t[1]} busy {ns / 1e6:.2f} ms ({ns / max(window_ns, 1):.0%}), mostly {h.headline(recorded=True)}"
              for t, ns, h in others]
     return " Other host threads in that time: " + "; ".join(parts) + "."
+
+
+def _exclusive_nested(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray,
+                      parent: np.ndarray) -> np.ndarray | None:
+    """_exclusive's result without a sweep when the rows nest properly: each row's time in the
+    windows minus its children's. None when they do not (a row not inside its parent,
+    overlapping siblings, two rows with the same start and end): then only the sweep's
+    tie rules decide."""
+    has = parent >= 0
+    p = parent[has]
+    if (s[p] > s[has]).any() or (e[has] > e[p]).any():
+        return None
+    order = np.lexsort((s, parent))                  # siblings by start, per parent
+    same = parent[order][1:] == parent[order][:-1]
+    if (e[order][:-1][same] > s[order][1:][same]).any():
+        return None
+    twin = np.lexsort((e, s))
+    if ((s[twin][1:] == s[twin][:-1]) & (e[twin][1:] == e[twin][:-1])).any():
+        return None
+    cov = intervals.overlap_each(s, e, ws, we)
+    owned = cov.copy()
+    np.subtract.at(owned, p, cov[has])
+    return owned
 
 
 def _exclusive(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
