@@ -279,3 +279,48 @@ def test_real_cpu_capture_attribution():
     loader = [a for a in got.activities if a.category == "data_loading"][0]
     assert loader.name == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
     assert (Path(loader.file).name, loader.function) == ("hostwork_cpu.py", "<module>")   # the loop
+
+
+def test_exclusive_by_subtraction_equals_the_sweep_on_nested_rows():
+    """The fast path (_exclusive_nested) gives the sweep's result whenever it answers, and
+    leaves partial overlaps and twin rows to the sweep."""
+    import numpy as np
+
+    from tracelint.timeline import intervals
+    from tracelint.timeline.hostidle import _exclusive, _exclusive_nested
+    from tracelint.timeline.nesting import nest
+
+    rng = np.random.default_rng(7)
+    answered = 0
+    for _ in range(400):
+        rows: list[tuple[int, int]] = []
+
+        def gen(lo, hi, depth):
+            t = lo
+            while t < hi and len(rows) < 40:
+                a = t + int(rng.integers(0, 5))
+                b = min(hi, a + int(rng.integers(0, 40)))
+                if a > hi:
+                    break
+                rows.append((a, b))
+                if depth < 3 and b - a > 3 and rng.random() < 0.6:
+                    gen(a + int(rng.integers(0, 2)), b - int(rng.integers(0, 2)), depth + 1)
+                t = b + int(rng.integers(0, 3))
+        gen(0, 200, 0)
+        rng.shuffle(rows)
+        s = np.array([r[0] for r in rows], np.int64)
+        e = np.array([r[1] for r in rows], np.int64)
+        w = np.sort(rng.integers(0, 220, 6)).astype(np.int64)
+        ws, we = intervals.merge(w[0::2], w[1::2])
+        _, parent = nest(np.zeros(len(s), np.int64), s, e)
+        fast = _exclusive_nested(s, e, ws, we, parent)
+        if fast is not None:
+            answered += 1
+            assert np.array_equal(fast, _exclusive(s, e, ws, we))
+    assert answered > 200
+    s, e = np.array([0, 5], np.int64), np.array([10, 15], np.int64)      # a partial overlap
+    _, parent = nest(np.zeros(2, np.int64), s, e)
+    assert _exclusive_nested(s, e, np.array([0]), np.array([20]), parent) is None
+    s, e = np.array([0, 0], np.int64), np.array([10, 10], np.int64)      # twins
+    _, parent = nest(np.zeros(2, np.int64), s, e)
+    assert _exclusive_nested(s, e, np.array([0]), np.array([20]), parent) is None

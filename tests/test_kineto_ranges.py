@@ -132,3 +132,35 @@ def test_groups_are_contiguous_and_balanced():
     assert [r for g in got for r in g] == ranges
     assert [len(g) for g in got] == [4, 3, 3]
     assert groups(ranges[:1], 4) == [ranges[:1]]
+
+
+@pytest.mark.parametrize("odd", [{"ph": "Q"}, {}], ids=["unknown phase", "no phase"])
+def test_event_outside_the_phase_union_falls_back_to_the_whole_buffer(tmp_path, monkeypatch, odd):
+    """The range path decodes events by phase (flows as their category only); an event with an
+    unknown phase or none is no error of the trace: the whole-buffer path reads the file, and
+    the flows of both paths are counted alike."""
+    events = []
+    for i in range(200):
+        ts = 1000 + 10 * i
+        events += [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": ts, "dur": 2, "args": {"correlation": i}},
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": ts},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 0, "tid": 7, "ts": ts + 3,
+             "bp": "e"},
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts + 3, "dur": 4,
+             "args": {"correlation": i, "device": 0, "stream": 7}}]
+    path = tmp_path / "t.json"
+    monkeypatch.setattr(kr, "RANGE_BYTES", 4_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    path.write_text(json.dumps({"traceEvents": events}).replace("}, {", "},\n{"))
+    clean = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert clean is not None and clean.meta.raw_event_counts["flows"] == 400
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    _assert_same(clean, kj.load_kineto(path))         # flows skipped, counts and order kept
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    events.insert(len(events) // 2, {"name": "odd", "pid": 1, "tid": 1, "ts": 5, **odd})
+    path.write_text(json.dumps({"traceEvents": events}).replace("}, {", "},\n{"))
+    assert kj._load_in_ranges(path, lambda stage, fraction: None) is None   # left to the buffer
+    whole = kj.load_kineto(path)
+    assert len(whole.kernels) == 200 and whole.meta.raw_event_counts["flows"] == 400
