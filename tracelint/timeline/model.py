@@ -153,10 +153,21 @@ class Timeline:
         return sorted(ids)
 
     def busy_intervals(self, device: int) -> tuple[np.ndarray, np.ndarray]:
-        """Merged busy intervals on one device (union of kernels, copies, memsets)."""
-        g = self.gpu_activity
-        sel = g["device"].to_numpy() == device
-        return intervals.merge(g["start"].to_numpy()[sel], g["end"].to_numpy()[sel])
+        """Merged busy intervals on one device (union of kernels, copies, memsets); made once
+        per device (rules ask for them per window) and read-only."""
+        got = self._busy.get(device)
+        if got is None:
+            g = self.gpu_activity
+            sel = g["device"].to_numpy() == device
+            got = intervals.merge(g["start"].to_numpy()[sel], g["end"].to_numpy()[sel])
+            for a in got:
+                a.setflags(write=False)
+            self._busy[device] = got
+        return got
+
+    @cached_property
+    def _busy(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        return {}
 
     def gpu_busy_fraction(self, device: int) -> float:
         """Busy time over the device's own active window (first to last activity)."""
