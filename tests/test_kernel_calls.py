@@ -80,3 +80,21 @@ def test_baseline_file_keeps_every_runs_calls_in_call_order(tmp_path):
     cur = profile(synth(STEPS, jitter=0.03, seed=3))
     a, b = run_gate(doc, [cur]), run_gate(back, [cur])
     assert a.metrics["kernel_calls[gemm]"].to_dict() == b.metrics["kernel_calls[gemm]"].to_dict()
+
+
+def test_diff_shows_the_same_calls_per_class():
+    """diff's class rows carry the paired calls too: a class whose calls got 20 % slower is
+    "slower" and its row says by how much; untouched classes stay "no change"."""
+    from tracelint.analysis import diff_profiles
+    from tracelint.analysis.diff_render import render_markdown
+    a = profile(synth(STEPS, jitter=0.03, seed=1))
+    b = synth(STEPS, jitter=0.03, seed=2)
+    k = b.kernels.copy()
+    gemm = (k["name"].astype(str) == GEMM).to_numpy()
+    k["end"] = np.where(gemm, k["start"] + ((k["end"] - k["start"]) * 1.2).round().astype(np.int64),
+                        k["end"])
+    res = diff_profiles([a], [profile(dataclasses.replace(b, kernels=k))])
+    rows = {r.key: r for r in res.classes}
+    assert rows["gemm"].status == "slower" and rows["gemm"].metrics["calls"].verdict == "worse"
+    assert all(r.status == "no change" for c, r in rows.items() if c != "gemm")
+    assert "same calls (change, interval)" in render_markdown(res)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..timeline.summary import percentile
 from .buckets import QUANTILES, TraceProfile, short_kernel_name
+from .kernel_calls import compare_calls
 from .stats import FORMULA, Comparison, GatePolicy, clean_json, compare, median
 
 TIME_WORDS = {"worse": "slower", "better": "faster", "no change": "no change",
@@ -294,8 +295,22 @@ def _class_rows(A, B, policy) -> tuple[list[Row], list[Row], list[str]]:
             rows.append(Row("class", c, c, "disappeared", {}, info))
         else:
             cm = {"time": compare(ar, br, 50, policy)}
-            rows.append(Row("class", c, c, _single_status(cm["time"]), cm, info))
+            a_calls, b_calls = [p.calls.get(c, {}) for p in A], [p.calls.get(c, {}) for p in B]
+            if any(a_calls) and any(b_calls):     # the same kernels, call by call
+                cm["calls"] = compare_calls(a_calls, b_calls, policy)
+            rows.append(Row("class", c, c, _class_status(cm), cm, info))
     return totals, rows, notes
+
+
+def _class_status(cm: dict[str, Comparison]) -> str:
+    """slower when the class's time per iteration or its calls are slower; faster when its
+    time is faster and its calls are not slower (fewer calls, same speed, count as faster)."""
+    v = [x.verdict for x in cm.values()]
+    if "worse" in v:
+        return TIME_WORDS["worse"]
+    if cm["time"].verdict == "better":
+        return TIME_WORDS["better"]
+    return "uncertain" if "uncertain" in v else "no change"
 
 
 def _single_status(c: Comparison, words=TIME_WORDS) -> str:

@@ -2,6 +2,8 @@
 page. Every name comes from a trace: Markdown cells are escaped, HTML is autoescaped."""
 from __future__ import annotations
 
+import re
+
 
 
 from .. import __version__
@@ -26,6 +28,17 @@ def _cell_change(m: dict[str, Comparison], key: str) -> str:
     if c.verdict == "not gated":
         return f"{fmt_ns(c.a)} → {fmt_ns(c.b)} (n too small)"
     return fmt_change(c)
+
+
+def _calls_cell(c: Comparison | None) -> str:
+    """The class's calls paired with the same kernel and launch configuration (kernel_calls)."""
+    if c is None:
+        return "–"
+    if c.verdict == "not gated":       # the full reason is in the JSON report
+        m = re.search(r"needs >= (\d+)", c.why)
+        return (f"not gated: < {m.group(1)} paired calls" if m else
+                "not gated: few calls pair" if "pairs with" in c.why else "not gated")
+    return f"{c.change:+.1%} {fmt_interval(c)}" if c.change is not None else fmt_interval(c)
 
 
 def table_rows(r: DiffResult, max_kernels: int = 20) -> list[tuple[str, list[str], list[list[str]], str]]:
@@ -53,10 +66,12 @@ def table_rows(r: DiffResult, max_kernels: int = 20) -> list[tuple[str, list[str
                                            "P50 interval", "P90", "P99", "GPU time / instance",
                                            "GPU busy", "status"],
                 brows, "" if brows else "no buckets (no iterations, annotations or --bucket matches)"))
-    out.append(("GPU time by kernel class", ["class", "A → B", "interval", "status"],
+    out.append(("GPU time by kernel class", ["class", "A → B", "interval",
+                                             "same calls (change, interval)", "status"],
                 [[row.key, fmt_change(row.metrics.get("time")) if row.metrics else
                   f"{fmt_ns(row.info['a']['ns'])} → {fmt_ns(row.info['b']['ns'])}",
-                  fmt_interval(row.metrics.get("time")), row.status] for row in r.classes], ""))
+                  fmt_interval(row.metrics.get("time")), _calls_cell(row.metrics.get("calls")),
+                  row.status] for row in r.classes], ""))
     changed = [k for k in r.kernels if k.status != "no change"]
     krows = [[k.label, k.info.get("class", ""),
               f"{k.info['a']['count']:g} → {k.info['b']['count']:g}",
