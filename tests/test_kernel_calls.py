@@ -10,6 +10,7 @@ import pytest
 
 from test_diff_gate import GEMM, STEPS, synth
 from tracelint.analysis import make_baseline, profile, run_gate
+from tracelint.analysis.inject import slow_down
 from tracelint.analysis.kernel_calls import MIN_PAIRED, compare_calls, kernel_calls
 from tracelint.analysis.perf_baseline import read_metrics_baseline, save_baseline
 
@@ -56,12 +57,8 @@ def test_identical_runs_no_change_with_a_zero_width_interval():
 
 def test_one_class_slower_names_only_that_class():
     a = profile(synth(STEPS, jitter=0.03, seed=1))
-    b = synth(STEPS, jitter=0.03, seed=2)
-    k = b.kernels.copy()
-    gemm = (k["name"].astype(str) == GEMM).to_numpy()
-    k["end"] = np.where(gemm, k["start"] + ((k["end"] - k["start"]) * 1.2).round().astype(np.int64),
-                        k["end"])
-    res = run_gate(make_baseline([a]), [profile(dataclasses.replace(b, kernels=k))])
+    b = slow_down(synth(STEPS, jitter=0.03, seed=2), "gemm", 1.2)
+    res = run_gate(make_baseline([a]), [profile(b)])
     calls = {m: c for m, c in res.metrics.items() if m.startswith("kernel_calls[")}
     assert len(calls) > 1 and calls["kernel_calls[gemm]"].verdict == "worse"
     assert calls["kernel_calls[gemm]"].change == pytest.approx(0.2, abs=0.04)
@@ -88,12 +85,8 @@ def test_diff_shows_the_same_calls_per_class():
     from tracelint.analysis import diff_profiles
     from tracelint.analysis.diff_render import render_markdown
     a = profile(synth(STEPS, jitter=0.03, seed=1))
-    b = synth(STEPS, jitter=0.03, seed=2)
-    k = b.kernels.copy()
-    gemm = (k["name"].astype(str) == GEMM).to_numpy()
-    k["end"] = np.where(gemm, k["start"] + ((k["end"] - k["start"]) * 1.2).round().astype(np.int64),
-                        k["end"])
-    res = diff_profiles([a], [profile(dataclasses.replace(b, kernels=k))])
+    b = slow_down(synth(STEPS, jitter=0.03, seed=2), "gemm", 1.2)
+    res = diff_profiles([a], [profile(b)])
     rows = {r.key: r for r in res.classes}
     assert rows["gemm"].status == "slower" and rows["gemm"].metrics["calls"].verdict == "worse"
     assert all(r.status == "no change" for c, r in rows.items() if c != "gemm")

@@ -25,6 +25,24 @@ def _plain(tmp_path: Path, name: str) -> Path:
     return out
 
 
+def _launches(n: int, name, kernel_correlation: bool) -> list[dict]:
+    """n launches: the API call, its ac2g flow pair and the kernel (with or without its own
+    args.correlation, so that only the flow links them)."""
+    events = []
+    for i in range(n):
+        ts = 1000 + 10 * i
+        kargs = {"device": 0, "stream": 7, **({"correlation": i} if kernel_correlation else {})}
+        events += [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": ts, "dur": 2, "args": {"correlation": i}},
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": ts},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 0, "tid": 7, "ts": ts + 5,
+             "bp": "e"},
+            {"ph": "X", "cat": "kernel", "name": name(i), "pid": 0, "tid": 7, "ts": ts + 5,
+             "dur": 3, "args": kargs}]
+    return events
+
+
 def _assert_same(a, b):
     for t in TABLES:
         pd.testing.assert_frame_equal(getattr(a, t), getattr(b, t))
@@ -53,17 +71,7 @@ def test_correlation_from_flows_across_ranges(tmp_path, monkeypatch):
     """Kernels without args.correlation take it from ac2g flows, also when the flow and the
     kernel sit in different ranges and batches."""
     events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "p"}}]
-    for i in range(300):
-        ts = 1000 + 10 * i
-        events += [
-            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-             "ts": ts, "dur": 2, "args": {"correlation": i}},
-            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": ts},
-            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 0, "tid": 7, "ts": ts + 5,
-             "bp": "e"},
-            {"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 0, "tid": 7, "ts": ts + 5,
-             "dur": 3, "args": {"device": 0, "stream": 7}},
-        ]
+    events += _launches(300, lambda i: f"k{i % 7}", kernel_correlation=False)
     path = tmp_path / "flows.json"
     path.write_text('{"schemaVersion": 1, "traceEvents": [\n'
                     + ",\n".join(json.dumps(e) for e in events) + '\n], "traceName": "x"}')
@@ -139,17 +147,7 @@ def test_event_outside_the_phase_union_falls_back_to_the_whole_buffer(tmp_path, 
     """The range path decodes events by phase (flows as their category only); an event with an
     unknown phase or none is no error of the trace: the whole-buffer path reads the file, and
     the flows of both paths are counted alike."""
-    events = []
-    for i in range(200):
-        ts = 1000 + 10 * i
-        events += [
-            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-             "ts": ts, "dur": 2, "args": {"correlation": i}},
-            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": ts},
-            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 0, "tid": 7, "ts": ts + 3,
-             "bp": "e"},
-            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts + 3, "dur": 4,
-             "args": {"correlation": i, "device": 0, "stream": 7}}]
+    events = _launches(200, lambda i: "k", kernel_correlation=True)
     path = tmp_path / "t.json"
     monkeypatch.setattr(kr, "RANGE_BYTES", 4_000)
     monkeypatch.setattr(kr, "STREAM_MIN", 0)
