@@ -7,8 +7,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from test_diff_gate import GEMM, STEPS, synth
+
 from tracelint.analysis import make_baseline, profile, run_gate
 from tracelint.analysis.inject import slow_down
 from tracelint.analysis.kernel_calls import MIN_PAIRED, compare_calls, kernel_calls

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import TRACES, trace_or_skip
+
 from tracelint.importers import kineto_json as kj
 from tracelint.importers import kineto_ranges as kr
 

@@ -21,8 +21,15 @@ import pandas as pd
 
 from ..timeline.model import Timeline
 from .names import exact_kernel_name
-from .stats import (Comparison, GatePolicy, _verdict, min_samples, quantile_interval,
-                    runs_needed, t_quantile)
+from .stats import (
+    Comparison,
+    GatePolicy,
+    _verdict,
+    min_samples,
+    quantile_interval,
+    runs_needed,
+    t_quantile,
+)
 
 PREFIX = "kernel_calls"
 #: Calls kept per (kernel, grid, block): the first ones from the first steady iteration on.
