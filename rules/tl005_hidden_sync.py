@@ -174,19 +174,35 @@ class HiddenSync(Rule):
 # candidates
 
 
+def _labels_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, codes) of a name column: labels[codes] is each row's name, "" for a missing one
+    (the last label). Rows are then tested and named through their codes: at 23 M API rows an
+    object array of names is 184 MB, a string array of kinds more."""
+    cat = names.array if isinstance(names.dtype, pd.CategoricalDtype) else pd.Categorical(
+        names.astype(str))
+    labels = np.append(np.asarray(cat.categories, dtype=object), "")
+    codes = np.asarray(cat.codes)
+    return labels, np.where(codes >= 0, codes, len(labels) - 1)
+
+
+def _is(cat: pd.Categorical, values) -> np.ndarray:
+    """Rows of a categorical whose label is one of values."""
+    hit = np.append(np.asarray(cat.categories.isin(list(values))), False)
+    codes = np.asarray(cat.codes)
+    return hit[np.where(codes >= 0, codes, len(hit) - 1)]
+
+
 def _candidates(ctx) -> pd.DataFrame:
     """Host-blocking api_calls rows: blocking syncs, synchronous D2H copies, allocator calls."""
     tl = ctx.tl
     api = tl.api_calls
-    names = api["name"].astype(str) if not isinstance(api["name"].dtype, pd.CategoricalDtype) else api["name"]
-    role = np.asarray(tl.api_role, dtype=object)
-    cats = pd.Categorical(names)
-    kinds = np.array([classify.sync_kind(str(c)) for c in cats.categories], dtype=object)
-    skind = kinds[cats.codes] if len(kinds) else np.array([], dtype=object)
-    is_sync = (role == "sync") & np.isin(skind, BLOCKING_SYNC)
-    async_name = np.array([classify.is_async_api(str(c)) for c in cats.categories], dtype=bool)
-    is_async = async_name[cats.codes] if len(async_name) else np.zeros(0, dtype=bool)
-    is_alloc = (role == "alloc") & ~is_async
+    labels, codes = _labels_codes(api["name"])      # decided per distinct name, not per row
+    blocking = np.array([classify.sync_kind(str(c)) in BLOCKING_SYNC for c in labels[:-1]]
+                        + [False], dtype=bool)
+    is_sync = _is(tl.api_role, ("sync",)) & blocking[codes]
+    async_name = np.array([classify.is_async_api(str(c)) for c in labels[:-1]] + [False], bool)
+    is_async = async_name[codes]
+    is_alloc = _is(tl.api_role, ("alloc",)) & ~is_async
     # Synchronous device-to-host copies: the API row that launched a D2H copy, when the API is
     # synchronous or the destination is pageable host memory.
     is_copy = np.zeros(len(api), dtype=bool)
@@ -198,10 +214,11 @@ def _candidates(ctx) -> pd.DataFrame:
         rows = li[d2h]
         sync_copy = (~is_async[rows]) | pageable[d2h]
         is_copy[rows[sync_copy]] = True
-    kind = np.where(is_sync, "sync", np.where(is_copy, "copy", np.where(is_alloc, "alloc", "")))
-    sel = np.flatnonzero(kind != "")
+    kind = np.where(is_sync, 1, np.where(is_copy, 2, np.where(is_alloc, 3, 0))).astype(np.int8)
+    sel = np.flatnonzero(kind)
     return pd.DataFrame({
-        "row": sel, "api": np.asarray(names, dtype=object)[sel], "kind": kind[sel],
+        "row": sel, "api": labels[codes[sel]],
+        "kind": np.array(["", "sync", "copy", "alloc"], dtype=object)[kind[sel]],
         "pid": api["pid"].to_numpy()[sel], "tid": api["tid"].to_numpy()[sel],
         "start": api["start"].to_numpy()[sel], "end": api["end"].to_numpy()[sel],
         "host_ns": (api["end"].to_numpy() - api["start"].to_numpy())[sel],
@@ -232,8 +249,7 @@ def _attach_context(ctx, cand: pd.DataFrame) -> None:
         cand["in_scope"] = cand["kind"].to_numpy() != "alloc"
     # Last GPU-facing call of its iteration on this thread?
     api = tl.api_calls
-    role = np.asarray(tl.api_role, dtype=object)
-    lsel = np.isin(role, ("launch", "copy", "memset"))
+    lsel = _is(tl.api_role, ("launch", "copy", "memset"))
     cthr, lthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
                                (api["pid"].to_numpy()[lsel], api["tid"].to_numpy()[lsel]))
     l_start = api["start"].to_numpy()[lsel]
@@ -360,13 +376,14 @@ def _attach_idle(ctx, cand: pd.DataFrame) -> None:
     waited = np.full(n, "", dtype=object)
     nxt_name = np.full(n, "", dtype=object)
     act = tl.gpu_activity
+    labels, codes = _labels_codes(act["name"])      # names looked up only for the answers
     for dev in np.unique(device):  # loop over devices
         if dev < 0:
             continue
         on = np.flatnonzero(device == dev)
         sel = act["device"].to_numpy() == dev
         a_s, a_e = act["start"].to_numpy()[sel], act["end"].to_numpy()[sel]
-        a_n = act["name"].astype(str).to_numpy()[sel]
+        a_c = codes[sel]
         bs, be = intervals.merge(a_s, a_e)
         if len(bs) == 0:
             continue
@@ -394,10 +411,10 @@ def _attach_idle(ctx, cand: pd.DataFrame) -> None:
         # The work the call waited for: the last activity ending at or before the call's end.
         eo = np.argsort(a_e, kind="stable")
         k = np.searchsorted(a_e[eo], ce, side="right") - 1
-        waited[on] = np.where(k >= 0, a_n[eo][np.clip(k, 0, None)], "")
+        waited[on] = np.where(k >= 0, labels[a_c[eo][np.clip(k, 0, None)]], "")
         so = np.argsort(a_s, kind="stable")
         k2 = np.searchsorted(a_s[so], ce, side="left")
-        nxt_name[on] = np.where(k2 < len(so), a_n[so][np.clip(k2, 0, len(so) - 1)], "")
+        nxt_name[on] = np.where(k2 < len(so), labels[a_c[so][np.clip(k2, 0, len(so) - 1)]], "")
     cand["idle"] = np.maximum(idle, 0)
     cand["win_start"], cand["win_end"] = win_s, win_e
     cand["waited"], cand["next"] = waited, nxt_name
