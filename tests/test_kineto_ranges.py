@@ -162,3 +162,23 @@ def test_event_outside_the_phase_union_falls_back_to_the_whole_buffer(tmp_path, 
     assert kj._load_in_ranges(path, lambda stage, fraction: None) is None   # left to the buffer
     whole = kj.load_kineto(path)
     assert len(whole.kernels) == 200 and whole.meta.raw_event_counts["flows"] == 400
+
+
+def test_flows_without_category_next_to_memory_events_equal_the_whole_buffer(tmp_path, monkeypatch):
+    """2021 traces leave "cat" empty: their flows land in the same bucket as their [memory]
+    instants, and the flow structs (category only) must read as no memory event."""
+    events = _launches(150, lambda i: "k", kernel_correlation=True)
+    for i, e in enumerate(events):
+        if e["ph"] in ("s", "f"):
+            e["cat"] = ""
+    events += [{"ph": "i", "cat": "", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1000 + 10 * i,
+                "args": {"Bytes": 512, "Total Allocated": 512 * (i + 1), "Device Type": 1,
+                         "Device Id": 0}} for i in range(150)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}).replace("}, {", "},\n{"))
+    monkeypatch.setattr(kr, "RANGE_BYTES", 4_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    by_ranges = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert by_ranges is not None and len(by_ranges.memory) == 150
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    _assert_same(by_ranges, kj.load_kineto(path))

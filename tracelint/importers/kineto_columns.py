@@ -66,24 +66,6 @@ class Builder:
                 self.specials += [r for r, e in zip(raws, events) if e.cat == cat and (
                     cat in COUNTER_CATS or e.ph in ("M", "C"))]
 
-    def see_categories(self, cats) -> None:
-        """Number these categories (in this order) before their events arrive: the events of
-        a chunk may be added flows first (add_flows), yet ranks follow the file."""
-        for cat in cats:
-            self.cat_counts[cat] += 0
-            self.cat_rank.setdefault(cat, len(self.cat_rank))
-
-    def add_flows(self, lo: int, counts: Counter) -> None:
-        """Flow events of the chunk starting at event lo, decoded as their category only
-        (kineto_ranges): counted, and the chunk remembered for fill_correlation_from_flows."""
-        for cat, n in counts.items():
-            self.cat_counts[cat] += n
-            self.cat_rank.setdefault(cat, len(self.cat_rank))
-            if cat in TABLE_OF_CAT:            # a flow phase in a table's category: not "X"
-                self.non_x += n
-        if any(cat in FLOW_CATS for cat in counts):
-            self.flow_chunks.append(lo)
-
     def _codes(self, table: str, names: list[str]) -> np.ndarray:
         """Name -> code, numbering new names in order of appearance, in a C-level loop."""
         if table not in self.vocab:

@@ -80,9 +80,10 @@ class Event(_Fields, gc=False):
 
 
 # The large-file path (kineto_ranges) decodes events by their phase: a flow event ("s", "t",
-# "f": half the events of a trace with ac2g flows) becomes a struct with its category only,
-# since flows are read again from the file only when a correlation id is missing. Every other
-# phase gets all the fields. An event without "ph" or with a phase outside the Chrome trace
+# "f": half the events of a trace with ac2g flows) becomes a struct with its category (and its
+# phase, a class attribute) only, since flows are read again from the file only when a
+# correlation id is missing; the Builder counts them like any event. Every other phase gets
+# all the fields. An event without "ph" or with a phase outside the Chrome trace
 # format fails the decode, and the whole-buffer path (Event) takes the file.
 FLOW_PHASES = ("s", "t", "f")
 PHASES = ("X", "B", "E", "i", "I", "C", "M", "b", "n", "e", "P", "N", "O", "D", "R", "c",
@@ -94,7 +95,12 @@ class PhasedEvent(_Fields, gc=False, tag_field="ph"):
 
 
 class FlowEvent(msgspec.Struct, gc=False, tag_field="ph"):
+    """A flow event: its category only; the other fields read as absent."""
+
     cat: str = ""
+    name = ""                  # class attributes, not decoded
+    args = None
+    ts = None
 
 
 _TAGGED = tuple(msgspec.defstruct(f"Event_{i}", [], bases=(PhasedEvent,), tag=ph,

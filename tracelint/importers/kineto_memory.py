@@ -42,6 +42,7 @@ def is_memory_raw(raw) -> bool:
 
 
 #: Args fields (kineto_events.Args) of a memory row, in row order after ts, pid, tid.
+_TS, _ARGS, _PID, _TID = map(attrgetter, ("ts", "args", "pid", "tid"))
 _ARG_FIELDS = ("mem_bytes", "total_allocated", "total_reserved", "device_type", "device_id",
                "addr")
 
@@ -89,15 +90,15 @@ class MemoryColumns:
         self.seen += len(mem)
         keep = [e for e in mem if e.ts is not None and e.args is not None
                 and e.args.mem_bytes is not None]
-        ts, ok = us_to_ns([e.ts for e in keep])
+        ts, ok = us_to_ns(list(map(_TS, keep)))
         keep = list(compress(keep, ok))
         self.bad += len(mem) - len(keep)
         if not keep:
             return
-        args = [e.args for e in keep]
+        args = list(map(_ARGS, keep))
         self.ts.append(ts[ok])
         self.parts.append(np.stack(
-            [_ints([e.pid for e in keep]), _ints([e.tid for e in keep])]
+            [_ints(list(map(_PID, keep))), _ints(list(map(_TID, keep)))]
             + [_ints(list(map(attrgetter(f), args))) for f in _ARG_FIELDS]))
 
     def merge(self, other: "MemoryColumns") -> None:

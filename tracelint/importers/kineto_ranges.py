@@ -13,29 +13,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
-from itertools import compress
-from operator import attrgetter, not_
 from pathlib import Path
 
 import msgspec
 
-from .kineto_events import Event, PhasedEvent, TaggedEvent
-
-_IS_EVENT = PhasedEvent.__instancecheck__       # C-level: not a flow
-_CAT = attrgetter("cat")
+from .kineto_events import Event, TaggedEvent
 
 RANGE_BYTES = 4 << 20             # bytes per range: bounds the transient buffer and Raw slices
 STREAM_MIN = 64 << 20             # smaller files take the whole-buffer path
 _HEAD_MAX = 4 << 20               # "traceEvents" must start within this many bytes
 _CUT = re.compile(rb"\}[ \t\r]*,[ \t\r]*\n[ \t\r\n]*(?=\{)")
 _KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')
-
-
-def _count(cats: list[str]) -> Counter:
-    """Counter of cats; one C-level count when they are all the first one (ac2g flows)."""
-    n = cats.count(cats[0]) if cats else 0
-    return Counter({cats[0]: n}) if n == len(cats) and cats else Counter(cats)
 
 
 class NotSplittable(Exception):
@@ -110,18 +98,16 @@ def _split(buf: bytearray) -> list[msgspec.Raw]:
 
 
 class LazyRaws:
-    """The raw slices of one range's events (a sequence aligned with its decoded events, those
-    `keep` marks), split from the range buffer on first use. Most ranges never need them: the
-    events are decoded straight from the buffer, one msgspec call per range."""
+    """The raw slices of one range's events (a sequence aligned with its decoded events),
+    split from the range buffer on first use. Most ranges never need them: the events are
+    decoded straight from the buffer, one msgspec call per range."""
 
-    def __init__(self, buf: bytearray, keep: list[bool] | None = None):
-        self._buf, self._keep, self._list = buf, keep, None
+    def __init__(self, buf: bytearray):
+        self._buf, self._list = buf, None
 
     def _all(self) -> list[msgspec.Raw]:
         if self._list is None:
-            raws = _split(self._buf)
-            self._list = raws if self._keep is None else list(compress(raws, self._keep))
-            self._buf = self._keep = None
+            self._list, self._buf = _split(self._buf), None
         return self._list
 
     def __len__(self) -> int:
@@ -148,19 +134,12 @@ def decode_in_ranges(path: Path, ranges: list[tuple[int, int]], build, report):
             decoded = decode(buf)
         except msgspec.DecodeError as exc:   # the whole-buffer path words the error
             raise NotSplittable(str(exc)) from None
-        keep = list(map(_IS_EVENT, decoded))
-        events = list(compress(decoded, keep))
         firsts.append(lo)
-        if len(events) < len(decoded):
-            flows = _count(list(map(_CAT, compress(decoded, map(not_, keep)))))
-            if not flows.keys() <= build.cat_rank.keys():   # a new flow category: number the
-                build.see_categories(dict.fromkeys(map(_CAT, decoded)))   # chunk's in file order
-            build.add_flows(lo, flows)
-        build.add_chunk(lo, events, LazyRaws(buf, keep if len(events) < len(decoded) else None))
+        build.add_chunk(lo, decoded, LazyRaws(buf))   # flows: their category and phase only
         specials += build.decode_specials()
         build.specials = []
         lo += len(decoded)
-        del events, decoded, buf
+        del decoded, buf
         report("decode", (i + 1) / len(ranges))
     return specials, firsts, build.saw_dims
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -129,10 +130,10 @@ def to_int(v) -> int:
 
 def dim3(values: list) -> np.ndarray:
     """(n, 3) ints from [x, y, z] lists; -1 where absent."""
-    try:
-        out = np.array(values, dtype=np.int64)
-        if out.shape == (len(values), 3):
-            return out
+    try:        # every value a list of 3 ints (the usual case): one C-level pass
+        if set(map(len, values)) <= {3}:
+            return np.fromiter(chain.from_iterable(values), np.int64, 3 * len(values)
+                               ).reshape(len(values), 3)
     except (TypeError, ValueError, OverflowError):
         pass
     rows = [[to_int(x) for x in v] if isinstance(v, list) and len(v) == 3 else [-1] * 3
