@@ -7,7 +7,7 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import gaps, hostidle, intervals
+from tracelint.timeline import classify, gaps, hostidle, intervals
 
 
 
@@ -113,8 +113,7 @@ class LaunchGap(Rule):
     def check(self, ctx):
         tl, opt = ctx.tl, self.options
         block = gaps.blocking_rows(ctx)
-        first_call = np.isin(np.asarray(tl.api_role, dtype=object), ["load", "alloc"]) if len(tl.api_calls) \
-            else np.zeros(0, dtype=bool)
+        first_call = classify.in_labels(tl.api_role, ("load", "alloc"))
         st_s, st_e = gaps.step_windows(tl)
         act_dev = tl.gpu_activity["device"].to_numpy()
         for device in tl.devices_in_use():

@@ -185,13 +185,6 @@ def _labels_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return labels, np.where(codes >= 0, codes, len(labels) - 1)
 
 
-def _is(cat: pd.Categorical, values) -> np.ndarray:
-    """Rows of a categorical whose label is one of values."""
-    hit = np.append(np.asarray(cat.categories.isin(list(values))), False)
-    codes = np.asarray(cat.codes)
-    return hit[np.where(codes >= 0, codes, len(hit) - 1)]
-
-
 def _candidates(ctx) -> pd.DataFrame:
     """Host-blocking api_calls rows: blocking syncs, synchronous D2H copies, allocator calls."""
     tl = ctx.tl
@@ -199,10 +192,10 @@ def _candidates(ctx) -> pd.DataFrame:
     labels, codes = _labels_codes(api["name"])      # decided per distinct name, not per row
     blocking = np.array([classify.sync_kind(str(c)) in BLOCKING_SYNC for c in labels[:-1]]
                         + [False], dtype=bool)
-    is_sync = _is(tl.api_role, ("sync",)) & blocking[codes]
+    is_sync = classify.in_labels(tl.api_role, ("sync",)) & blocking[codes]
     async_name = np.array([classify.is_async_api(str(c)) for c in labels[:-1]] + [False], bool)
     is_async = async_name[codes]
-    is_alloc = _is(tl.api_role, ("alloc",)) & ~is_async
+    is_alloc = classify.in_labels(tl.api_role, ("alloc",)) & ~is_async
     # Synchronous device-to-host copies: the API row that launched a D2H copy, when the API is
     # synchronous or the destination is pageable host memory.
     is_copy = np.zeros(len(api), dtype=bool)
@@ -249,7 +242,7 @@ def _attach_context(ctx, cand: pd.DataFrame) -> None:
         cand["in_scope"] = cand["kind"].to_numpy() != "alloc"
     # Last GPU-facing call of its iteration on this thread?
     api = tl.api_calls
-    lsel = _is(tl.api_role, ("launch", "copy", "memset"))
+    lsel = classify.in_labels(tl.api_role, ("launch", "copy", "memset"))
     cthr, lthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
                                (api["pid"].to_numpy()[lsel], api["tid"].to_numpy()[lsel]))
     l_start = api["start"].to_numpy()[lsel]

@@ -97,8 +97,7 @@ class CudaGraphOpportunity(Rule):
         api = ctx.tl.api_calls
         role = np.asarray(classify.classify_categorical(api["name"], lambda n: compile_names.graph_api(n) or ""),
                           dtype=object) if len(api) else np.zeros(0, object)
-        plain = (np.asarray(ctx.tl.api_role, dtype=object) == "launch") & (role != "launch") if len(api) \
-            else np.zeros(0, bool)
+        plain = classify.in_labels(ctx.tl.api_role, ("launch",)) & (role != "launch")
         return {"role": role, "replays": int((role == "launch").sum()), "plain": int(plain.sum())}
 
     def _regions(self, ctx) -> pd.DataFrame:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
+from tracelint.timeline import classify
 from tracelint.timeline.memory import DeviceMemory, device_memory
 
 MIB = 1 << 20
@@ -257,15 +258,15 @@ def _allocator_calls(ctx, iters: list[int]) -> tuple[int, int, list[str], int]:
     api = tl.api_calls
     if len(api) == 0:
         return 0, 0, [], -1
-    role = np.asarray(tl.api_role, dtype=object)
-    names = api["name"].astype(str).to_numpy()
-    sel = (role == "alloc") & (np.char.find(names.astype(str), "Async") < 0)
+    sel = classify.in_labels(tl.api_role, ("alloc",)) & ~classify.label_mask(
+        api["name"], lambda n: "Async" in str(n))
     steps = _steps(tl)
     st = api["start"].to_numpy()
     i = np.searchsorted(steps["start"].to_numpy(), st, side="right") - 1
     inside = (i >= 0) & (st < steps["end"].to_numpy()[np.clip(i, 0, None)])
     sel &= inside
     dur = (api["end"].to_numpy() - st)[sel]
-    frees = np.flatnonzero(sel & (np.char.find(names.astype(str), "Free") >= 0))
+    frees = np.flatnonzero(sel & classify.label_mask(api["name"], lambda n: "Free" in str(n)))
     first_free = int(frees[np.argmin(st[frees])]) if len(frees) else -1
-    return int(dur.sum()), int(sel.sum()), sorted(set(names[sel]))[:4], first_free
+    names = set(api["name"].iloc[np.flatnonzero(sel)].astype(str))
+    return int(dur.sum()), int(sel.sum()), sorted(names)[:4], first_free

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..timeline import intervals
+from ..timeline import classify, intervals
 from ..timeline.codes import thread_codes as _thread_codes
 from ..timeline.model import Timeline
 from ..timeline.summary import percentile
@@ -370,8 +370,7 @@ def _syncs(tl: Timeline) -> dict[str, np.ndarray]:
     out: dict[str, list[np.ndarray]] = {}
     api = tl.api_calls
     if len(api):
-        role = np.asarray(tl.api_role, dtype=object)
-        sel = np.flatnonzero(role == "sync")
+        sel = np.flatnonzero(classify.in_labels(tl.api_role, ("sync",)))
         if len(sel):
             names = np.asarray(api["name"].astype(str))[sel]
             dur = (api["end"].to_numpy() - api["start"].to_numpy())[sel]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..timeline import intervals
+from ..timeline import classify, intervals
 from ..timeline.model import Timeline
 from ..timeline.schema import GPU_ACTIVITY_TABLES
 from . import location
@@ -203,7 +203,7 @@ class Context:
         """Typical host cost of an asynchronous call in this trace: the median kernel-launch
         call (5 us when the trace has none)."""
         api = self.tl.api_calls
-        launch = np.asarray(self.tl.api_role, dtype=object) == "launch"
+        launch = classify.in_labels(self.tl.api_role, ("launch",))
         if len(api) == 0 or not launch.any():
             return 5_000
         return int(np.median((api["end"] - api["start"]).to_numpy()[launch]))

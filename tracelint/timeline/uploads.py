@@ -133,7 +133,7 @@ def _ops_around(tl, pid, tid, t, gap_ns: int) -> tuple[np.ndarray, np.ndarray]:
     r_thr, q_thr = thread_codes((r["pid"].to_numpy()[ops], r["tid"].to_numpy()[ops]), (pid, tid))
     inner = intervals.innermost_enclosing(t, q_thr, rs[ops], re_[ops], r_thr, depth[ops])
     api = tl.api_calls
-    gpu_call = np.isin(np.asarray(tl.api_role, dtype=object), ("launch", "copy", "memset"))
+    gpu_call = classify.in_labels(tl.api_role, ("launch", "copy", "memset"))
     a_thr, r_thr_all = thread_codes((api["pid"].to_numpy(), api["tid"].to_numpy()),
                                     (r["pid"].to_numpy(), r["tid"].to_numpy()))
     a_start = api["start"].to_numpy()
