@@ -18,7 +18,8 @@ the per-rank results are given back on each rank's own clock.
 
 The merged graph is one event list in aligned time order (repaired where a dependency sorts
 late, as replay._order does), with one extra event per matched call that sets the call's end
-on every rank after all arrivals. Pure: numpy and the whatif graph/replay types.
+on every rank after all arrivals, swept by the same loop as a single run (replay.sweep).
+Pure: numpy and the whatif graph/replay types.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .graph import RunGraph
-from .replay import Plan, Replay
+from .replay import Plan, Replay, sweep
 
 
 @dataclass
@@ -178,42 +179,9 @@ class JobGraph:
         members = [mm.tolist() for mm in self.members]
         t_after = [t.tolist() for t in self.t_after]
         hs, he, gs, ge = [0] * nh, [0] * nh, [0] * ng, [0] * ng
-        n2, n3 = 2 * nh, 2 * nh + ng
-        for ev in order:
-            if ev < nh:
-                q = h_prev[ev]
-                s = h_anchor[ev] if q < 0 else (hs[q] if h_inside[ev] else he[q]) + h_gap[ev]
-                hs[ev] = s
-                if h_tgt[ev] < 0:
-                    he[ev] = s + h_dur[ev]
-            elif ev < n2:
-                i = ev - nh
-                r = h_ret[i]
-                e = ge[h_tgt[i]] + r
-                for x in extra.get(i, ()):
-                    if ge[x] + r > e:
-                        e = ge[x] + r
-                s = hs[i] + r
-                he[i] = e if e > s else s
-            elif ev < n3:
-                j = ev - n2
-                q = g_launch[j]
-                s = hs[q] + g_lat[j] if q >= 0 else g_floor[j]
-                q = g_spred[j]
-                if q >= 0 and ge[q] + g_qgap[j] > s:
-                    s = ge[q] + g_qgap[j]
-                q = g_xpred[j]
-                if q >= 0 and ge[q] + g_xgap[j] > s:
-                    s = ge[q] + g_xgap[j]
-                gs[j] = s
-                ge[j] = s + g_dur[j]
-            else:
-                k = ev - n3
-                mm = members[k]
-                last = max(gs[j] for j in mm)
-                for j, t in zip(mm, t_after[k]):
-                    e = last + t
-                    ge[j] = e if e > gs[j] else gs[j]
+        sweep(order, (h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, extra),
+              (g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor),
+              hs, he, gs, ge, (members, t_after))
         out = []
         for r, (g, p, o) in enumerate(zip(self.graphs, plans, self.offsets)):
             a, b = int(self.h_base[r]), int(self.h_base[r + 1])

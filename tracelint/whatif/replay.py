@@ -144,6 +144,55 @@ def _mv(a: np.ndarray, dtype=np.int64) -> memoryview:
     return memoryview(np.ascontiguousarray(a, dtype=dtype))
 
 
+def sweep(order, host, gpu, hs, he, gs, ge, collectives=None) -> None:
+    """The replay's one pass over the events in dependency order, filling hs, he, gs, ge in
+    place (any indexable sequences: memoryviews in replay, lists in the job replay). Events:
+    a host item's start (ev < nh), a blocking call's end (< 2 nh), a GPU op (< 2 nh + ng) and,
+    in a job replay (collectives = (members, transfer times)), a matched collective call whose
+    members end together after the last arrival (whatif/job.py). One loop for both, so the
+    single-run and the job model cannot drift apart."""
+    h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, extra = host
+    g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor = gpu
+    members, t_after = collectives or ((), ())
+    nh = len(hs)
+    n2, n3 = 2 * nh, 2 * nh + len(gs)
+    for ev in order:
+        if ev < nh:
+            q = h_prev[ev]
+            s = h_anchor[ev] if q < 0 else (hs[q] if h_inside[ev] else he[q]) + h_gap[ev]
+            hs[ev] = s
+            if h_tgt[ev] < 0:
+                he[ev] = s + h_dur[ev]
+        elif ev < n2:
+            i = ev - nh
+            r = h_ret[i]
+            e = ge[h_tgt[i]] + r
+            for x in extra.get(i, ()):
+                if ge[x] + r > e:
+                    e = ge[x] + r
+            s = hs[i] + r
+            he[i] = e if e > s else s
+        elif ev < n3:
+            j = ev - n2
+            q = g_launch[j]
+            s = hs[q] + g_lat[j] if q >= 0 else g_floor[j]
+            q = g_spred[j]
+            if q >= 0 and ge[q] + g_qgap[j] > s:
+                s = ge[q] + g_qgap[j]
+            q = g_xpred[j]
+            if q >= 0 and ge[q] + g_xgap[j] > s:
+                s = ge[q] + g_xgap[j]
+            gs[j] = s
+            ge[j] = s + g_dur[j]
+        else:
+            k = ev - n3
+            mm = members[k]
+            last = max(gs[j] for j in mm)
+            for j, t in zip(mm, t_after[k]):
+                e = last + t
+                ge[j] = e if e > gs[j] else gs[j]
+
+
 def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
     """Run the graph with a plan (the graph's own when None) and return every node's times."""
     p = plan or Plan.of(g)
@@ -164,39 +213,8 @@ def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
     out_hs, out_he = np.zeros(nh, np.int64), np.zeros(nh, np.int64)
     out_gs, out_ge = np.zeros(g.n_gpu, np.int64), np.zeros(g.n_gpu, np.int64)
     hs, he, gs, ge = _mv(out_hs), _mv(out_he), _mv(out_gs), _mv(out_ge)
-    n2 = 2 * nh
-    for ev in order:
-        if ev < nh:
-            q = h_prev[ev]
-            if q < 0:
-                s = h_anchor[ev]
-            else:
-                s = (hs[q] if h_inside[ev] else he[q]) + h_gap[ev]
-            hs[ev] = s
-            if h_tgt[ev] < 0:
-                he[ev] = s + h_dur[ev]
-        elif ev < n2:
-            i = ev - nh
-            t = h_tgt[i]
-            r = h_ret[i]
-            e = ge[t] + r
-            for x in extra.get(i, ()):
-                if ge[x] + r > e:
-                    e = ge[x] + r
-            s = hs[i] + r
-            he[i] = e if e > s else s
-        else:
-            j = ev - n2
-            q = g_launch[j]
-            s = hs[q] + g_lat[j] if q >= 0 else g_floor[j]
-            q = g_spred[j]
-            if q >= 0 and ge[q] + g_qgap[j] > s:
-                s = ge[q] + g_qgap[j]
-            q = g_xpred[j]
-            if q >= 0 and ge[q] + g_xgap[j] > s:
-                s = ge[q] + g_xgap[j]
-            gs[j] = s
-            ge[j] = s + g_dur[j]
+    sweep(order, (h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, extra),
+          (g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor), hs, he, gs, ge)
     for v in (hs, he, gs, ge):
         v.release()
     return Replay(g, p, out_hs, out_he, out_gs, out_ge)
