@@ -77,6 +77,18 @@ def cli():
     return run_cli
 
 
+def capture_example(example: Path, out: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`tracelint capture -o out --format json -- python example` (exit 0 or 1: findings),
+    with one intra-op thread: the op counts are the same, and on a loaded 2-core runner OpenMP
+    spin-waiting makes every op ~30x slower."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-m", "tracelint", "capture", "-o", str(out), "--format",
+                          "json", "--", sys.executable, str(example)], capture_output=True,
+                         text=True, cwd=cwd, timeout=300, env=env)
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    return res
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite tests/golden/*.json from the current findings (review the diff)")

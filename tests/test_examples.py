@@ -8,14 +8,13 @@ stays honest: a trace without GPU activity gets no GPU-rule finding.
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, capture_example
 
 torch = pytest.importorskip("torch")
 
@@ -92,13 +91,7 @@ def capture(tmp_path_factory):
     def get(example: str) -> Capture:
         if example not in cache:
             out = tmp_path_factory.mktemp(Path(example).stem)
-            # One intra-op thread: the op counts are the same, and on a loaded 2-core runner
-            # OpenMP spin-waiting makes every op ~30x slower.
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setenv("OMP_NUM_THREADS", "1")
-                res = run_cli("capture", "-o", out, "--format", "json", "--",
-                              sys.executable, EXAMPLES / example)
-            assert res.returncode in (0, 1), res.stderr[-2000:]
+            res = capture_example(EXAMPLES / example, out)
             report = json.loads(res.stdout[res.stdout.index("{"):])   # after the program's own prints
             manifest = json.loads((out / "capture-manifest.json").read_text())
             cache[example] = Capture(example, report, manifest, tracelint.load(out / "trace.json"))
