@@ -71,16 +71,14 @@ def _sync_trace(n_steps=5, sync="cudaStreamSynchronize", *, at_step_end=False, b
                      python_frames=_frames(frames))
 
 
-def _reference_idle(tl, api_name):
-    """Plain loop: per call, GPU idle from its start to the first GPU activity after its end
-    (none when the GPU is busy at its end), windows charged once, capped at the call's time."""
-    k = tl.kernels
-    busy = _merge(list(zip(k["start"].tolist(), k["end"].tolist())))
+def _oracle_idle(calls, busy) -> int:
+    """The rule's definition as a plain loop. calls: (start, end, counted) in start order; busy:
+    merged GPU busy intervals. Per call, the GPU idle from its start to the first GPU activity
+    after its end (none when the GPU is busy at its end), each window charged once, capped at
+    the call's time; summed over the counted calls."""
     starts = [b[0] for b in busy]
-    calls = [(s, e) for n, s, e in zip(tl.api_calls["name"].astype(str), tl.api_calls["start"],
-                                       tl.api_calls["end"]) if n == api_name]
     total, prev_end = 0, -1
-    for s, e in sorted(calls):
+    for s, e, counted in calls:
         i = bisect.bisect_right(starts, e)
         if i > 0 and busy[i - 1][1] > e:
             nb = e
@@ -90,9 +88,20 @@ def _reference_idle(tl, api_name):
             continue
         eff = max(s, prev_end)
         prev_end = max(prev_end, nb)
-        idle = max(nb - eff, 0) - _overlap(eff, max(nb, eff), busy)
-        total += min(idle, e - s)
-    return total, sum(e - s for s, e in calls), len(calls)
+        near = busy[max(bisect.bisect_right(starts, eff) - 1, 0):bisect.bisect_left(starts, nb) + 1]
+        if counted:
+            total += min(max(nb - eff, 0) - _overlap(eff, max(nb, eff), near), e - s)
+    return total
+
+
+def _reference_idle(tl, api_name):
+    """(idle, host time, count) of one API's calls, by _oracle_idle."""
+    k = tl.kernels
+    busy = _merge(list(zip(k["start"].tolist(), k["end"].tolist())))
+    calls = sorted((s, e) for n, s, e in zip(tl.api_calls["name"].astype(str), tl.api_calls["start"],
+                                             tl.api_calls["end"]) if n == api_name)
+    return (_oracle_idle([(s, e, True) for s, e in calls], busy),
+            sum(e - s for s, e in calls), len(calls))
 
 
 def test_tl005_names_python_line_and_counts():
@@ -207,24 +216,8 @@ def test_real_tl005_cloverleaf_device_syncs_vs_sql():
     gpu = con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
                       "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchall()
     con.close()
-    busy = _merge(gpu)
-    starts = [b[0] for b in busy]
-    idle, prev_end, syncs = 0, -1, []
-    for s, e, is_sync in calls:   # the rule's definition, written as a loop
-        if is_sync:
-            syncs.append((s, e))
-        i = bisect.bisect_right(starts, e)
-        if i > 0 and busy[i - 1][1] > e:
-            nb = e
-        elif i < len(busy):
-            nb = busy[i][0]
-        else:
-            continue
-        eff = max(s, prev_end)
-        prev_end = max(prev_end, nb)
-        near = busy[max(bisect.bisect_right(starts, eff) - 1, 0):bisect.bisect_left(starts, nb) + 1]
-        if is_sync:
-            idle += min(max(nb - eff, 0) - _overlap(eff, max(nb, eff), near), e - s)
+    idle = _oracle_idle(calls, _merge(gpu))      # the copies shape the windows, syncs count
+    syncs = [(s, e) for s, e, is_sync in calls if is_sync]
     found = _run(tracelint.load(path), "TL005")
     (f,) = [f for f in found if f.key.startswith("sync|cudaDeviceSynchronize")]
     assert f.occurrences == len(syncs) == 1312
