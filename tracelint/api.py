@@ -52,9 +52,8 @@ def lint(source: "str | Path | Timeline", config: "Config | None" = None,
     from .engine.runner import run_rules
     from .timeline.model import Timeline
     config = config or Config()
-    t0 = time.perf_counter()
     tl = source if isinstance(source, Timeline) else load(source, progress=progress)
-    t_load = time.perf_counter() - t0
+    t_load = tl.meta.load_s          # timed by the importer, also when the caller loaded it
     ncu_df = None
     if ncu:
         from .importers.ncu_csv import load_ncu_csv

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from ..errors import TraceFormatError
@@ -80,12 +81,15 @@ def _has_rocpd_tables(path: Path) -> bool:
 def load(path: str | os.PathLike, progress=None) -> Timeline:
     """Load any supported trace into a Timeline. Raises TraceFormatError on bad input."""
     p = Path(path)
+    t0 = time.perf_counter()
     try:
-        return _load(p, progress)
+        tl = _load(p, progress)
     except RecursionError:
         from ..reporters.escape import terminal_text
         raise TraceFormatError(f"{terminal_text(str(path), 200)}: nested too deeply to read "
                                "(JSON nesting beyond Python's recursion limit)") from None
+    tl.meta.load_s = time.perf_counter() - t0
+    return tl
 
 
 def _load(p: Path, progress) -> Timeline:

@@ -53,6 +53,7 @@ class Meta:
     notes: list[str] = field(default_factory=list)   # inferences and importer warnings
     raw_event_counts: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    load_s: float = 0.0              # seconds the importer took: a report's timing_s["load"]
 
     def device(self, device_id: int) -> Device | None:
         return next((d for d in self.devices if d.id == device_id), None)
