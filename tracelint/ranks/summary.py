@@ -305,16 +305,13 @@ def _collectives(tl, ctx, s, is_comm_k, comp_union, steps, st_start, st_end, pse
     if has.any() and len(r):
         rp = r[(r["name"] == "record_param_comms").to_numpy()]
         if len(rp):
-            a_pid, a_tid = api["pid"].to_numpy(), api["tid"].to_numpy()
-            rp_key = rp["pid"].to_numpy() * 1_000_003 + rp["tid"].to_numpy()
-            for i in np.flatnonzero(has):
-                a = launch[i]
-                key = a_pid[a] * 1_000_003 + a_tid[a]
-                t = att[i]
-                hit = np.flatnonzero((rp_key == key) & (rp["start"].to_numpy() <= t) &
-                                     (rp["end"].to_numpy() >= t))
-                if len(hit):
-                    rpc_ext[i] = int(rp["external_id"].to_numpy()[hit[-1]])
+            q = np.flatnonzero(has)
+            a = launch[q]
+            last = intervals.best_enclosing(     # the last enclosing one in row order
+                api["pid"].to_numpy()[a] * 1_000_003 + api["tid"].to_numpy()[a], att[q],
+                rp["pid"].to_numpy() * 1_000_003 + rp["tid"].to_numpy(),
+                rp["start"].to_numpy(), rp["end"].to_numpy(), np.arange(len(rp)))
+            rpc_ext[q[last >= 0]] = rp["external_id"].to_numpy()[last[last >= 0]]
     overlap = np.zeros(len(crow), np.int64)
     pieces = []
     for i in range(len(crow)):

@@ -10,6 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from . import intervals
+from .classify import label_mask
+
 #: Canonical collective names, from kernel names or `Collective name` args (first match wins).
 COLLECTIVES: tuple[tuple[str, str], ...] = (
     ("AllReduce", r"all_?reduce|allreduce|cross_device_reduce|one_shot_all|two_shot_all|custom_ar|"
@@ -81,21 +84,21 @@ def issuing_collective(tl, launch: np.ndarray, t: np.ndarray, canon) -> list[str
     r = tl.ranges
     if len(r) == 0 or not (launch >= 0).any():
         return out
-    names = r["name"].astype(str)
-    sel = names.str.match(_ISSUING_OP.pattern, case=False).to_numpy()
-    if not sel.any():
+    sel = np.flatnonzero(label_mask(r["name"], _ISSUING_OP.match))
+    o_coll = [canon(str(n).split(",")[0].split("::")[-1]) for n in r["name"].to_numpy()[sel]]
+    named = [i for i, c in enumerate(o_coll) if c]
+    if not named:
         return out
-    ops = r[sel]
-    o_key = ops["pid"].to_numpy() * 1_000_003 + ops["tid"].to_numpy()
-    o_s, o_e, o_d = ops["start"].to_numpy(), ops["end"].to_numpy(), ops["depth"].to_numpy()
-    o_coll = [canon(n.split(",")[0].split("::")[-1]) for n in ops["name"].astype(str)]
+    rows = sel[named]
     api = tl.api_calls
-    a_key = api["pid"].to_numpy() * 1_000_003 + api["tid"].to_numpy()
-    for i in np.flatnonzero(launch >= 0):  # loop over communication kernels
-        hit = np.flatnonzero((o_key == a_key[launch[i]]) & (o_s <= t[i]) & (o_e >= t[i]))
-        hit = [h for h in hit[np.argsort(-o_d[hit], kind="stable")] if o_coll[h]]
-        if hit:
-            out[i] = o_coll[hit[0]]
+    q = np.flatnonzero(launch >= 0)
+    a = launch[q]
+    best = intervals.best_enclosing(
+        api["pid"].to_numpy()[a] * 1_000_003 + api["tid"].to_numpy()[a], t[q],
+        r["pid"].to_numpy()[rows] * 1_000_003 + r["tid"].to_numpy()[rows],
+        r["start"].to_numpy()[rows], r["end"].to_numpy()[rows], r["depth"].to_numpy()[rows])
+    for i, b in zip(q[best >= 0], best[best >= 0]):  # loop over kernels with an issuing op
+        out[i] = o_coll[named[b]]
     return out
 
 

@@ -108,6 +108,37 @@ def innermost_enclosing(t: np.ndarray, group_t: np.ndarray, start: np.ndarray, e
     return out
 
 
+def best_enclosing(q_group: np.ndarray, q_t: np.ndarray, group: np.ndarray, start: np.ndarray,
+                   end: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Per query (group, t): the index of the interval of that group with start <= t <= end and
+    the highest rank (ties: the lowest index), or -1. Nesting is not assumed: a query's
+    candidates are the group's intervals that start between t minus the group's longest
+    interval and t, so the cost follows the overlap, not queries x intervals."""
+    q_group, q_t = np.asarray(q_group, np.int64), np.asarray(q_t, np.int64)
+    group, start, end = (np.asarray(a, np.int64) for a in (group, start, end))
+    rank = np.asarray(rank)
+    out = np.full(len(q_t), -1, np.int64)
+    for g in np.intersect1d(np.unique(q_group), group):  # loop over groups that have both
+        mine = np.flatnonzero(group == g)
+        mine = mine[np.argsort(start[mine], kind="stable")]
+        s, e = start[mine], end[mine]
+        q = np.flatnonzero(q_group == g)
+        t = q_t[q]
+        lo = np.searchsorted(s, t - int((e - s).max()), side="left")
+        hi = np.searchsorted(s, t, side="right")
+        n = hi - lo
+        which = np.repeat(np.arange(len(q)), n)            # candidate -> its query
+        cand = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+        keep = e[cand] >= t[which]
+        which, cand = which[keep], mine[cand[keep]]
+        if len(cand) == 0:
+            continue
+        order = np.lexsort((cand, -rank[cand], which))      # per query: best rank, lowest index
+        first = np.r_[True, which[order][1:] != which[order][:-1]]
+        out[q[which[order][first]]] = cand[order][first]
+    return out
+
+
 def _search_in_slices(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Per query, the last index in values[lo:hi] with value <= t, or -1. values sorted per slice."""
     # Binary search vectorised over queries.
