@@ -7,20 +7,19 @@ kineto_columns.Builder.add_chunk), so each process builds its own columns with i
 vocabulary; the merge renumbers names and category ranks into the parent's numbering (the
 order of first appearance in the file, as one process would have numbered them) and appends
 the columns in group order. The parent decodes the first group itself while the workers
-(forked, so they start with the parent's imports) decode the others; each worker sends back
+(forked where the OS can, so they start with the parent's imports) decode the others; each worker sends back
 only its columns and the few lists the Builder keeps.
 
 Set the number of processes with `set_workers(n)` (`tracelint lint --jobs N` for one file).
 """
 from __future__ import annotations
 
-import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from ..forking import frozen_heap, mp_context
 from . import kineto_ranges as kr
 from .kineto_columns import Builder
 
@@ -38,7 +37,8 @@ def workers() -> int:
 
 
 def groups(ranges: list[tuple[int, int]], n: int) -> list[list[tuple[int, int]]]:
-    """ranges cut into at most n contiguous groups of about equal bytes."""
+    """ranges cut into at most n contiguous groups of about equal bytes (a larger share for the
+    parent, which does not pickle its columns, measured no faster: 1.42 s against 1.40 s)."""
     total = sum(b - a for a, b in ranges)
     out: list[list[tuple[int, int]]] = [[]]
     done = 0
@@ -69,7 +69,11 @@ def decode_parallel(path: Path, ranges: list[tuple[int, int]], build: Builder, r
     parts = groups(ranges, n)
     if len(parts) < 2:
         return kr.decode_in_ranges(path, ranges, build, report)
-    ctx = multiprocessing.get_context("fork") if os.name == "posix" else None
+    with frozen_heap():
+        return _decode_with(mp_context(), path, parts, build, report)
+
+
+def _decode_with(ctx, path: Path, parts: list, build: Builder, report):
     with ProcessPoolExecutor(max_workers=len(parts) - 1, mp_context=ctx) as pool:
         futures = [pool.submit(_decode_group, str(path), g) for g in parts[1:]]
         specials, firsts, shapes = kr.decode_in_ranges(path, parts[0], build, report)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from ..engine.config import Config
 from ..errors import TraceFormatError, TracelintError
+from ..forking import frozen_heap, mp_context
 from .report import JobReport
 from .summary import RankSummary, is_url, rank_from_name, summarize_source
 
@@ -190,23 +191,12 @@ def _map_inline(sources, task, progress):
     return out, {"mode": "inline", "workers": 1}
 
 
-def _mp_context():
-    """fork where the OS has it (Linux): workers start fast, inherit the imported modules, and a
-    caller's script is never re-imported (spawn and forkserver re-run an unguarded script in
-    every worker). The pool forks all its workers at the first submit, before any thread of
-    ours runs (the progress bar starts after). Elsewhere spawn. TRACELINT_MP_START overrides."""
-    import multiprocessing as mp
-    method = os.environ.get("TRACELINT_MP_START") or (
-        "fork" if "fork" in mp.get_all_start_methods() and os.name == "posix"
-        and os.uname().sysname == "Linux" else "spawn")
-    return mp.get_context(method)
-
-
 def _map_local(sources, task, workers, progress):
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
     out: list[RankSummary] = []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context()) as ex:
+    # the pool forks all its workers at the first submit, before the progress bar's thread
+    with frozen_heap(), ProcessPoolExecutor(max_workers=workers, mp_context=mp_context()) as ex:
         futs = {ex.submit(task, s): s for s in sources}
         if progress:
             progress(0, len(sources), "")
