@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..timeline import classify, intervals
+from ..timeline import classify
 from ..timeline.model import Timeline
 from ..timeline.schema import GPU_ACTIVITY_TABLES
 from . import location
@@ -323,8 +323,7 @@ class Context:
     # ----- misc ----------------------------------------------------------------------------
     def busy_in(self, device: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """ns of device busy time overlapping each [start, end) window."""
-        bs, be = self.tl.busy_intervals(device)
-        return intervals.overlap_each(start, end, bs, be)
+        return self.tl.busy_in(device, start, end)
 
 
 def _expectation(means: pd.Series, expect: dict[str, str] | None) -> bool | None:

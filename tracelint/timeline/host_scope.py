@@ -9,11 +9,24 @@ import numpy as np
 
 def calls_inside(api, pid, tid, start, end) -> np.ndarray:
     """Mask over api_calls: the calls that start inside any of the host ranges given as arrays
-    (pid, tid, start, end), on the range's own thread; a range holds [start, end)."""
+    (pid, tid, start, end), on the range's own thread; a range holds [start, end). Per thread,
+    each range marks a slice of the thread's calls sorted by start: the cost follows the calls,
+    not ranges x calls (a scan of every call per range took 1.5 s in TL030 on a 2 GB trace)."""
     a_pid, a_tid, a_t = api["pid"].to_numpy(), api["tid"].to_numpy(), api["start"].to_numpy()
     inside = np.zeros(len(api), dtype=bool)
-    for p, t, s, e in zip(pid, tid, start, end):  # loop over the ranges
-        inside |= (a_pid == int(p)) & (a_tid == int(t)) & (a_t >= s) & (a_t < e)
+    pid, tid = np.asarray(pid, np.int64), np.asarray(tid, np.int64)
+    start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
+    for p, t in set(zip(pid.tolist(), tid.tolist())):  # loop over the ranges' threads
+        mine = np.flatnonzero((a_pid == p) & (a_tid == t))
+        mine = mine[np.argsort(a_t[mine], kind="stable")]
+        r = (pid == p) & (tid == t)
+        lo = np.searchsorted(a_t[mine], start[r], side="left")
+        hi = np.searchsorted(a_t[mine], end[r], side="left")
+        lo, hi = lo[lo < hi], hi[lo < hi]              # ranges that hold at least one call
+        cover = np.zeros(len(mine) + 1, np.int64)     # +1 where a range's slice opens, -1 closes
+        np.add.at(cover, lo, 1)
+        np.add.at(cover, hi, -1)
+        inside[mine] = np.cumsum(cover)[:-1] > 0
     return inside
 
 

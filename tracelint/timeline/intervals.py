@@ -37,17 +37,20 @@ def uncovered(start: np.ndarray, end: np.ndarray, bs: np.ndarray, be: np.ndarray
     return int((e - s).sum() - overlap_each(s, e, bs, be).sum())
 
 
-def overlap_each(qs: np.ndarray, qe: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
+def overlap_each(qs: np.ndarray, qe: np.ndarray, bs: np.ndarray, be: np.ndarray,
+                 cum: np.ndarray | None = None) -> np.ndarray:
     """For each query interval, the ns it overlaps the union (bs, be) (must be merged+sorted).
 
     Uses a prefix sum of busy time: overlap = covered(qe) - covered(qs), where covered(t) is the
-    busy time before t. O((n + m) log m).
+    busy time before t. O((n + m) log m), or O(n log m) given the prefix sums
+    (cum = [0, cumsum(be - bs)]) of a union asked about many times.
     """
     qs = np.asarray(qs, dtype=np.int64)
     qe = np.asarray(qe, dtype=np.int64)
     if len(bs) == 0 or len(qs) == 0:
         return np.zeros(len(qs), dtype=np.int64)
-    cum = np.r_[0, np.cumsum(be - bs)]
+    if cum is None:
+        cum = np.r_[0, np.cumsum(be - bs)]
     return covered_before(qe, bs, be, cum) - covered_before(qs, bs, be, cum)
 
 
