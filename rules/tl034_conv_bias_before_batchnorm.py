@@ -8,7 +8,7 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify
+from tracelint.timeline import classify, host_scope
 from tracelint.whatif.edits import Ops, Scale
 
 SHAPES_HINT = ("torch.profiler.profile(record_shapes=True) (tracelint capture sets it), or "
@@ -230,11 +230,10 @@ def _bias_kernels(ctx, convs, label, is_op) -> np.ndarray:
     pid, tid = r["pid"].to_numpy(), r["tid"].to_numpy()
     s, e = r["start"].to_numpy(), r["end"].to_numpy()
     adds = np.flatnonzero(is_op & (label == "add"))
-    a_pid, a_tid, a_t = api["pid"].to_numpy(), api["tid"].to_numpy(), api["start"].to_numpy()
-    inside = np.zeros(len(api), dtype=bool)
-    for c in convs:
-        for x in adds[(pid[adds] == pid[c]) & (tid[adds] == tid[c]) & (s[adds] >= s[c]) & (e[adds] <= e[c])]:
-            inside |= (a_pid == pid[x]) & (a_tid == tid[x]) & (a_t >= s[x]) & (a_t < e[x])
+    held = [adds[(pid[adds] == pid[c]) & (tid[adds] == tid[c]) & (s[adds] >= s[c]) & (e[adds] <= e[c])]
+            for c in convs]                     # the adds inside each flagged convolution
+    x = np.concatenate(held) if held else np.zeros(0, np.int64)
+    inside = host_scope.calls_inside(api, pid[x], tid[x], s[x], e[x])
     launch = ctx.launch_index("kernels")
     return np.flatnonzero((launch >= 0) & inside[np.clip(launch, 0, None)])
 

@@ -235,15 +235,20 @@ def _iterations(tl: Timeline, device: int, c: pd.DataFrame, launch: np.ndarray) 
     k = tl.kernels
     api_start = tl.api_calls["start"].to_numpy()
     kstart = np.where(launch >= 0, api_start[np.clip(launch, 0, None)], -1)
-    on = (k["device"].to_numpy() == device) & (launch >= 0)
+    on = np.flatnonzero((k["device"].to_numpy() == device) & (launch >= 0))
+    on = on[np.argsort(kstart[on], kind="stable")]          # the device's kernels by launch time
+    k_t, k_s, k_e = kstart[on], k["start"].to_numpy()[on], k["end"].to_numpy()[on]
     op_start = r["start"].to_numpy()[c["op_row"].to_numpy()]
+    by_op = np.argsort(op_start, kind="stable")
+    op_t = op_start[by_op]
     out = []
-    for step, s, e in zip(steps["step"], steps["start"], steps["end"]):
-        kin = on & (kstart >= s) & (kstart < e)
-        cin = c[(op_start >= s) & (op_start < e)]
-        if not kin.any() or len(cin) == 0:
+    for step, s, e in zip(steps["step"], steps["start"], steps["end"]):   # slices, not scans
+        k0, k1 = np.searchsorted(k_t, [s, e], side="left")
+        c0, c1 = np.searchsorted(op_t, [s, e], side="left")
+        if k1 <= k0 or c1 <= c0:
             continue
-        window = int(k["end"].to_numpy()[kin].max() - k["start"].to_numpy()[kin].min())
+        cin = c.iloc[np.sort(by_op[c0:c1])]
+        window = int(k_e[k0:k1].max() - k_s[k0:k1].min())
         at_peak, _ = _mfu_parts(cin)
         out.append({"step": int(step), "window_ns": window,
                     "model_flops": float(cin.loc[cin["kind"].isin(TENSOR_KINDS), "flops"].sum()),
