@@ -296,7 +296,7 @@ def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray]:
     idx = intervals.innermost_enclosing(cand["start"].to_numpy(), cthr, fu["start"].to_numpy(),
                                         fu["end"].to_numpy() + 1, fthr, fu["depth"].to_numpy())
     hit = idx >= 0
-    files[hit] = fu["file"].astype(str).to_numpy()[idx[hit]]
+    files[hit] = classify.labels_at(fu["file"], idx[hit])
     lines[hit] = fu["line"].to_numpy()[idx[hit]]
     return files, lines
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import intervals
+from tracelint.timeline import classify, intervals
 from tracelint.timeline.collectives import kernel_collectives, next_compute_after
 from tracelint.whatif.edits import Ops, Overlap
 
@@ -125,7 +125,7 @@ class ExposedCommunication(Rule):
         nxt = next_compute_after(tl, device, where.end_ns, bs)
         after = (f"; the next compute kernel, `{nxt[0]}`, starts {(nxt[1] - where.end_ns) / 1e3:.1f} µs after it ends"
                  if nxt else "; no compute kernel follows it")
-        top_names = pd.Series(k["name"].astype(str).to_numpy()[rows]).value_counts().head(3)
+        top_names = pd.Series(classify.labels_at(k["name"], rows)).value_counts().head(3)
         kernel = Evidence.measured(
             f"Kernels: {', '.join(f'`{a}` ×{b}' for a, b in top_names.items())}; median "
             f"{np.median(kd) / 1e3:.1f} µs; most exposed instance `{name}` "

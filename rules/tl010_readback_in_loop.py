@@ -72,7 +72,7 @@ class ReadbackInLoop(Rule):
         # Keep the program's own read-backs: outermost ones (aten::item encloses
         # aten::_local_scalar_dense), not those a framework op or the optimizer makes inside
         # itself (a fused AdamW reading its step counts, single-tensor AdamW's step.item()).
-        parent_names = r["name"].astype(str).to_numpy()[np.clip(ops["parent"].to_numpy(), 0, None)]
+        parent_names = classify.labels_at(r["name"], np.clip(ops["parent"].to_numpy(), 0, None))
         internal = (ops["parent"].to_numpy() >= 0) & np.array(
             [n.startswith("aten::") or classify.optimizer_region(n) is not None for n in parent_names],
             dtype=bool)

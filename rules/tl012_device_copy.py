@@ -124,5 +124,5 @@ def _rows(df: pd.DataFrame, table: str, sel: np.ndarray, nbytes: np.ndarray) -> 
     return pd.DataFrame({"table": table, "row": np.flatnonzero(sel),
                          "device": df["device"].to_numpy()[sel], "stream": df["stream"].to_numpy()[sel],
                          "start": df["start"].to_numpy()[sel], "end": df["end"].to_numpy()[sel],
-                         "bytes": nbytes[sel], "name": df["name"].astype(str).to_numpy()[sel]})
+                         "bytes": nbytes[sel], "name": classify.labels_at(df["name"], sel)})
 

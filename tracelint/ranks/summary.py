@@ -31,6 +31,7 @@ import pandas as pd
 
 from ..secrets.sink import found_in
 from ..timeline import intervals
+from ..timeline.classify import labels_at
 from ..timeline.collectives import canonical_collective, issuing_collective
 from .collective_args import attach_sizes, finish_collectives, read_comm_args
 from .processes import _rank_hint, split_processes
@@ -271,7 +272,7 @@ def _tables(tl, ctx, s: RankSummary) -> None:
     # Top compute kernels by time (explains imbalance between ranks).
     if len(k):
         kd = (k["end"] - k["start"]).to_numpy()
-        g = pd.DataFrame({"name": k["name"].astype(str).to_numpy()[~is_comm_k],
+        g = pd.DataFrame({"name": labels_at(k["name"], ~is_comm_k),
                           "d": kd[~is_comm_k]}).groupby("name")["d"].agg(["sum", "size"])
         g = g.sort_values("sum", ascending=False).head(40)
         s.top_kernels = [(str(n)[:200], int(r["sum"]), int(r["size"])) for n, r in g.iterrows()]
@@ -284,7 +285,7 @@ def _collectives(tl, ctx, s, is_comm_k, comp_union, steps, st_start, st_end, pse
     cs = k["start"].to_numpy()[crow]
     ce = k["end"].to_numpy()[crow]
     dev = k["device"].to_numpy()[crow]
-    names = k["name"].astype(str).to_numpy()[crow]
+    names = labels_at(k["name"], crow)
     launch = ctx.launch_index("kernels")[crow] if len(crow) else np.zeros(0, np.int64)
     api = tl.api_calls
     att = cs.copy()

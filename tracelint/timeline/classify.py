@@ -263,6 +263,18 @@ def label_mask(values: pd.Series | pd.Categorical, pred) -> np.ndarray:
     return hit[np.where(codes >= 0, codes, len(hit) - 1)]
 
 
+def labels_at(values: pd.Series | pd.Categorical, rows) -> np.ndarray:
+    """values.astype(str).to_numpy()[rows] (NaN where a label is missing) without a string per
+    row of the whole column: a categorical is read through its codes. At 23 M API calls the
+    whole column is 184 MB of pointers and 0.1 s, for the few rows a rule reads."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    if not isinstance(cat, pd.Categorical):
+        return pd.Series(np.asarray(cat, dtype=object)[rows], dtype=object).astype(str).to_numpy()
+    labels = np.array([str(c) for c in cat.categories] + [np.nan], dtype=object)
+    codes = np.asarray(cat.codes)[rows]
+    return labels[np.where(codes >= 0, codes, len(labels) - 1)]
+
+
 def in_labels(values: pd.Series | pd.Categorical, labels) -> np.ndarray:
     """Rows of a categorical whose label is one of labels (label_mask)."""
     wanted = set(labels)

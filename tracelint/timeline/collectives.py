@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import intervals
-from .classify import label_mask
+from .classify import label_mask, labels_at
 
 #: Canonical collective names, from kernel names or `Collective name` args (first match wins).
 COLLECTIVES: tuple[tuple[str, str], ...] = (
@@ -105,7 +105,7 @@ def issuing_collective(tl, launch: np.ndarray, t: np.ndarray, canon) -> list[str
 def kernel_collectives(tl, rows: np.ndarray) -> np.ndarray:
     """The collective of each communication kernel (rows of tl.kernels): the op that issued it
     (c10d / nccl ops), else its kernel name (collective_label)."""
-    names = tl.kernels["name"].astype(str).to_numpy()[rows]
+    names = labels_at(tl.kernels["name"], rows)
     labels = {n: collective_label(n) for n in set(names)}
     launch = tl.launch_index("kernels")[rows]
     t = tl.api_calls["start"].to_numpy()[np.clip(launch, 0, None)] if len(tl.api_calls) else launch
@@ -122,4 +122,4 @@ def next_compute_after(tl, device: int, t: int, bs: np.ndarray) -> tuple[str, in
         return None
     k = tl.kernels
     on = (k["device"].to_numpy() == device) & (k["start"].to_numpy() == bs[j])
-    return (str(k["name"].astype(str).to_numpy()[np.flatnonzero(on)[0]]) if on.any() else "?"), int(bs[j])
+    return (str(labels_at(k["name"], np.flatnonzero(on)[:1])[0]) if on.any() else "?"), int(bs[j])

@@ -173,7 +173,7 @@ def host_activity(ctx, pid: int | None, s: np.ndarray, e: np.ndarray, top: int =
         ops = np.flatnonzero((r["kind"].astype(str) == "op").to_numpy()
                              & ((r["pid"].to_numpy() == pid) if pid is not None else True))
         leaf = ops[~np.isin(ops, r["parent"].to_numpy()[ops])]
-        _add(out, r["name"].astype(str).to_numpy()[leaf], r["start"].to_numpy()[leaf],
+        _add(out, classify.labels_at(r["name"], leaf), r["start"].to_numpy()[leaf],
              r["end"].to_numpy()[leaf], ws, we)
     f = tl.python_frames
     if len(f):
@@ -183,7 +183,7 @@ def host_activity(ctx, pid: int | None, s: np.ndarray, e: np.ndarray, top: int =
         rows = np.flatnonzero(user)
         inner = rows[~np.isin(rows, f["parent"].to_numpy()[rows])]
         labels = np.array([f"{fn} ({fl}:{ln})" for fn, fl, ln in
-                           zip(f["function"].astype(str).to_numpy()[inner], files[inner],
+                           zip(classify.labels_at(f["function"], inner), files[inner],
                                f["line"].to_numpy()[inner])], dtype=object)
         _add(out, labels, f["start"].to_numpy()[inner], f["end"].to_numpy()[inner], ws, we)
     return sorted(out.items(), key=lambda kv: -kv[1])[:top]

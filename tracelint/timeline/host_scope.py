@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import classify
+
 
 def calls_inside(api, pid, tid, start, end) -> np.ndarray:
     """Mask over api_calls: the calls that start inside any of the host ranges given as arrays
@@ -86,6 +88,6 @@ def outer_op_names(tl, launch: np.ndarray) -> np.ndarray:
             s, e = lvl["start"].to_numpy(), lvl["end"].to_numpy()
             i = np.searchsorted(s, t, side="right") - 1
             hit = todo & (i >= 0) & (t < e[np.clip(i, 0, None)])
-            out[sel[hit]] = lvl["name"].astype(str).to_numpy()[i[hit]]
+            out[sel[hit]] = classify.labels_at(lvl["name"], i[hit])
             todo &= ~hit
     return out

@@ -338,8 +338,8 @@ def _thread_rows(tl, pid, tid, keep) -> dict | None:
     f = tl.python_frames
     if len(f):
         m = rows_of(f, _on(f, pid, tid))
-        files = f["file"].astype(str).to_numpy()[m]
-        func = f["function"].astype(str).to_numpy()[m]
+        files = classify.labels_at(f["file"], m)
+        func = classify.labels_at(f["function"], m)
         parts.append(dict(start=f["start"].to_numpy()[m], end=f["end"].to_numpy()[m],
                           name=np.array([fn if ln < 0 else f"{fn} ({fl}:{ln})" for fn, fl, ln in
                                          zip(func, files, f["line"].to_numpy()[m])], dtype=object),

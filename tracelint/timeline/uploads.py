@@ -43,11 +43,11 @@ def uploads(tl, sync_after_ns: int = SYNC_AFTER_NS, factory_gap_ns: int = FACTOR
     a = launch[rows]
     xs, xe = c["start"].to_numpy()[rows], c["end"].to_numpy()[rows]
     a_s, a_e = api["start"].to_numpy(), api["end"].to_numpy()
-    names = api["name"].astype(str).to_numpy()
+    call_names = classify.labels_at(api["name"], a)
     cs, ce = a_s[a], a_e[a]
     # the host waited in the call: a synchronous API, or the call covered most of the copy
     waited = np.maximum(0, np.minimum(ce, xe) - np.maximum(cs, xs))
-    sync_api = np.array(["async" not in n.lower() for n in names[a]], dtype=bool)
+    sync_api = np.array(["async" not in n.lower() for n in call_names], dtype=bool)
     call_blocks = sync_api | ((xe > xs) & (2 * waited >= xe - xs))
     sync = _sync_after(api, a, xe, sync_after_ns)
     has_sync = sync >= 0
@@ -66,9 +66,9 @@ def uploads(tl, sync_after_ns: int = SYNC_AFTER_NS, factory_gap_ns: int = FACTOR
     return pd.DataFrame({
         "copy": rows, "device": c["device"].to_numpy()[rows], "stream": c["stream"].to_numpy()[rows],
         "start": xs, "end": xe, "bytes": c["bytes"].to_numpy()[rows],
-        "src_kind": c["src_kind"].astype(str).to_numpy()[rows], "api": a, "api_name": names[a],
+        "src_kind": classify.labels_at(c["src_kind"], rows), "api": a, "api_name": call_names,
         "pid": pid, "tid": tid, "call_start": cs, "call_end": ce, "call_blocks": call_blocks,
-        "sync": sync, "sync_name": np.where(has_sync, names[np.maximum(sync, 0)], ""),
+        "sync": sync, "sync_name": np.where(has_sync, classify.labels_at(api["name"], np.maximum(sync, 0)), ""),
         "sync_end": np.where(has_sync, a_e[np.maximum(sync, 0)], -1), "sync_in_op": sync_in_op,
         "blocked_ns": blocked.astype(np.int64), "step": step,
         "in_step": (step >= 0) if has_steps else np.ones(len(rows), bool),
@@ -78,19 +78,22 @@ def uploads(tl, sync_after_ns: int = SYNC_AFTER_NS, factory_gap_ns: int = FACTOR
 def _sync_after(api: pd.DataFrame, a: np.ndarray, copy_end: np.ndarray, within: int) -> np.ndarray:
     """Per copy call: the api row of the stream / device sync that follows it on its thread
     (the next call, starting within `within` ns of its return and ending after the copy)."""
-    (thr,) = thread_codes((api["pid"].to_numpy(), api["tid"].to_numpy()))
-    start = api["start"].to_numpy()
-    order = np.lexsort((start, thr))
-    pos = np.empty(len(order), dtype=np.int64)
-    pos[order] = np.arange(len(order))
-    nxt = pos[a] + 1
-    ok = nxt < len(order)
-    n = order[np.minimum(nxt, len(order) - 1)]
-    names = api["name"].astype(str).to_numpy()
+    pid, tid, start = api["pid"].to_numpy(), api["tid"].to_numpy(), api["start"].to_numpy()
+    n = np.full(len(a), -1, dtype=np.int64)            # the next call on the same thread
+    for p, t in set(zip(pid[a].tolist(), tid[a].tolist())):   # loop over the copies' threads
+        rows = np.flatnonzero((pid == p) & (tid == t))
+        order = rows[np.argsort(start[rows], kind="stable")]  # by start, ties in row order
+        pos = np.empty(len(rows), dtype=np.int64)
+        pos[np.searchsorted(rows, order)] = np.arange(len(rows))
+        mine = np.flatnonzero((pid[a] == p) & (tid[a] == t))
+        at = pos[np.searchsorted(rows, a[mine])] + 1
+        n[mine] = np.where(at < len(order), order[np.minimum(at, len(order) - 1)], -1)
+    ok = n >= 0
+    n = np.maximum(n, 0)
     kinds = np.array([classify.api_role(x) == "sync" and classify.sync_kind(x) in ("stream", "device")
-                      for x in names[n]], dtype=bool) if len(n) else np.zeros(0, bool)
+                      for x in classify.labels_at(api["name"], n)], dtype=bool) if len(n) else np.zeros(0, bool)
     end = api["end"].to_numpy()
-    ok &= (thr[n] == thr[a]) & kinds & (start[n] - end[a] <= within) & (end[n] >= copy_end)
+    ok &= kinds & (start[n] - end[a] <= within) & (end[n] >= copy_end)
     return np.where(ok, n, -1)
 
 

@@ -396,7 +396,7 @@ def build(tl: Timeline) -> RunGraph:
     owners = _gap_owners(tl, r_thread, thread, he[p] + gap // 2, after)
     kind = np.full(len(g), "", dtype=object)
     cp = (g["table"] == "copies").to_numpy()
-    kind[cp] = tl.copies["kind"].astype(str).to_numpy()[g["row"].to_numpy()[cp]]
+    kind[cp] = classify.labels_at(tl.copies["kind"], g["row"].to_numpy()[cp])
     drives = np.zeros(int(thread.max()) + 1 if len(thread) else 0, bool)
     drives[thread[launch[launch >= 0]]] = True
     drives[thread[target >= 0]] = True
