@@ -58,3 +58,18 @@ def test_calls_inside_equals_the_scan(seed):
         want |= (api["pid"] == p).to_numpy() & (api["tid"] == t).to_numpy() \
             & (api["start"] >= s).to_numpy() & (api["start"] < e).to_numpy()
     assert calls_inside(api, pid, tid, start, end).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_gap_covered_equals_merge_and_overlap(seed):
+    from tracelint.timeline.gaps import _covered
+    from tracelint.timeline.intervals import merge, overlap_each
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 8))
+    s = rng.integers(0, 100, n)
+    e = s + rng.integers(-3, 30, n)                   # inverted and touching calls too
+    lo = int(rng.integers(0, 80))
+    hi = lo + int(rng.integers(0, 40))
+    bs, be = merge(s, e)
+    want = int(overlap_each(np.array([lo]), np.array([hi]), bs, be)[0]) if len(bs) else 0
+    assert _covered(s.tolist(), e.tolist(), lo, hi) == want

@@ -50,6 +50,8 @@ class Overlaps:
         i = bisect_right(self._cummax, lo, a, b)
         if i >= j:
             return _NONE
+        if j - i == 1:                 # most gaps: one candidate
+            return self.rows[i:j] if self.end[i] > lo else _NONE
         return np.sort(self.rows[i:j][self.end[i:j] > lo])
 
 
