@@ -8,6 +8,7 @@ import json
 import sqlite3
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
 from conftest import TRACES, trace_or_skip
@@ -171,3 +172,25 @@ def test_no_memory_events_means_no_table(tmp_path):
         b.launch("gemm_kernel", 100_000)
     tl = tracelint.load(b.write_kineto(tmp_path / "t.json"))
     assert len(tl.memory) == 0 and "memory" not in tl.meta.captured
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_churn_per_iteration_equals_the_plain_sums(seed):
+    from tracelint.timeline.memory import _churn
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 200))
+    step = rng.integers(-1, 6, n)                     # -1: outside every iteration
+    nbytes = rng.integers(-4096, 4096, n)
+    res = np.where(rng.random(n) < 0.1, -1, np.cumsum(rng.integers(0, 512, n)))
+    for source, r in (("allocator", res), ("allocator", None), ("driver", None)):
+        got = [c.to_dict() for c in _churn(step, nbytes, r, source)]
+        delta = nbytes if source == "driver" else (
+            np.where((res >= 0) & (np.roll(res, 1) >= 0), np.diff(res, prepend=res[0] if n else 0), 0)
+            if r is not None else np.zeros(n, np.int64))
+        want = []
+        for s in sorted(set(step[step >= 0].tolist())):
+            b, d = nbytes[step == s], delta[step == s]
+            want.append({"step": s, "allocs": int((b > 0).sum()), "alloc_bytes": int(b[b > 0].sum()),
+                         "frees": int((b < 0).sum()), "free_bytes": int(-b[b < 0].sum()),
+                         "reserved_grown": int(d[d > 0].sum()), "reserved_released": int(-d[d < 0].sum())})
+        assert [{k: g[k] for k in w} for g, w in zip(got, want)] == want and len(got) == len(want)
