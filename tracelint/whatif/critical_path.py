@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -26,61 +25,54 @@ _HOST_ROLE_CLASS = {"launch": "host launch", "copy": "host launch", "memset": "h
 
 @dataclass
 class CriticalPath:
-    """Segments of the path in time order: (start, end, class, item name)."""
+    """Segments of the path in time order: start, end, and the codes of their class and item
+    name (-1: no name) into `classes` and `items`."""
 
     start: np.ndarray
     end: np.ndarray
     cls: np.ndarray
     item: np.ndarray
+    classes: list[str]
+    items: list[str]
 
     @property
     def length_ns(self) -> int:
         return int((self.end - self.start).sum())
 
-    @cached_property
-    def _codes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Classes (sorted) and item names (in order of appearance; -1: no name) as integer
-        codes, made once: the breakdowns per iteration count codes instead of grouping
-        millions of strings each time (4 s on a 3 M-kernel path)."""
-        cc, cu = pd.factorize(np.asarray(self.cls, dtype=object), sort=True)
-        ic, iu = pd.factorize(np.asarray(self.item, dtype=object))
-        return cc, np.asarray(cu, dtype=object), ic, np.asarray(iu, dtype=object)
-
     def _clip(self, lo: int | None, hi: int | None):
         """Durations, class codes and item codes of the segments inside [lo, hi) (segments are
         in time order, so a window is a slice)."""
-        s, e = self.start, self.end
-        cc, _, ic, _ = self._codes
+        s, e, c, it = self.start, self.end, self.cls, self.item
         if lo is not None:
             a, b = np.searchsorted(e, lo, side="right"), np.searchsorted(s, hi, side="left")
-            s, e, cc, ic = np.maximum(s[a:b], lo), np.minimum(e[a:b], hi), cc[a:b], ic[a:b]
-        return np.maximum(e - s, 0), cc, ic
+            s, e, c, it = np.maximum(s[a:b], lo), np.minimum(e[a:b], hi), c[a:b], it[a:b]
+        return np.maximum(e - s, 0), c, it
 
     def breakdown(self, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
-        """ns per class, largest first, optionally only the part of the path inside [lo, hi)."""
+        """ns per class, largest first (ties by name), optionally only the part of the path
+        inside [lo, hi)."""
         d, cc, _ = self._clip(lo, hi)
-        labels = self._codes[1]
         # float sums of integer ns are exact below 2**53 ns (104 days)
-        ns = np.bincount(cc, weights=d, minlength=len(labels)).astype(np.int64)
-        shown = np.flatnonzero(ns > 0)
-        shown = shown[np.argsort(-ns[shown], kind="stable")]
-        return {str(labels[k]): int(ns[k]) for k in shown}
+        ns = np.bincount(cc, weights=d, minlength=len(self.classes)).astype(np.int64)
+        shown = [k for k in sorted(range(len(self.classes)), key=self.classes.__getitem__)
+                 if ns[k] > 0]
+        shown.sort(key=lambda k: -ns[k])
+        return {self.classes[k]: int(ns[k]) for k in shown}
 
     def top_items(self, n: int = 10, lo: int | None = None, hi: int | None = None) -> list[dict]:
         """The classes and names that take most time on the path (all their pieces summed),
         optionally only inside [lo, hi); ties in order of first appearance."""
         d, cc, ic = self._clip(lo, hi)
-        _, classes, _, items = self._codes
         named = ic >= 0                          # a segment without a name is not an item
-        width = len(items) + 1
-        pair, first = pd.factorize(cc[named] * width + ic[named])   # in order of appearance
+        width = len(self.items) + 1
+        pair, first = pd.factorize(cc[named].astype(np.int64) * width + ic[named])
         if not len(first):
             return []
         ns = np.bincount(pair, weights=d[named], minlength=len(first)).astype(np.int64)
         count = np.bincount(pair, minlength=len(first))
         shown = np.flatnonzero(ns > 0)
         shown = shown[np.argsort(-ns[shown], kind="stable")][:n]
-        return [{"name": str(items[first[k] % width]), "class": str(classes[first[k] // width]),
+        return [{"name": self.items[first[k] % width], "class": self.classes[first[k] // width],
                  "ns": int(ns[k]), "count": int(count[k])} for k in shown]
 
     def to_dict(self, span_ns: int, iterations: dict[int, tuple[int, int]] | None = None,
@@ -123,23 +115,33 @@ def _mv(a: np.ndarray, dtype=np.int64) -> memoryview:
     return memoryview(np.ascontiguousarray(a, dtype=dtype))
 
 
-def _labels(values: np.ndarray, fn) -> np.ndarray:
-    """fn over the distinct values only, mapped back to every row (object array)."""
-    if len(values) == 0:
-        return np.zeros(0, object)
-    codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-    return np.array([fn(u) for u in uniq] + [None], dtype=object)[:-1][codes]
+class _Vocab:
+    """Labels numbered once each, whichever column they come from (a name that is both a call
+    and a range is one item)."""
+
+    def __init__(self):
+        self.labels: list[str] = []
+        self._code: dict[str, int] = {}
+
+    def of(self, label: str) -> int:
+        code = self._code.get(label)
+        if code is None:
+            code = self._code[label] = len(self.labels)
+            self.labels.append(label)
+        return code
+
+    def codes(self, values: pd.Categorical, fn=str, missing: int = -1) -> np.ndarray:
+        """The code of fn(label) of each value, decided per category; `missing` where a value
+        has no label."""
+        lut = np.array([self.of(fn(str(c))) for c in values.categories] + [missing], np.int64)
+        codes = np.asarray(values.codes)
+        return lut[np.where(codes >= 0, codes, len(lut) - 1)]
 
 
 def _gpu_class(c: str) -> str:
     if c == "communication":
         return "communication"
     return "copies" if c in ("copy", "memset") else "gpu:" + c
-
-
-def _or(names: np.ndarray, default: str) -> np.ndarray:
-    """names, with default where a name is empty."""
-    return np.where(names == "", default, names) if len(names) else np.zeros(0, object)
 
 
 _G, _HE, _HS = 0, 1, 2       # a step of the walk: a GPU op, a host item's end, its start
@@ -201,21 +203,23 @@ class _Walker:
 
     def _segments(self, kinds: np.ndarray, idx: np.ndarray, lo: int) -> CriticalPath:
         """Each step's segments (a GPU step adds its op and then the wait before it), in time
-        order: (start, end, class, item)."""
+        order: start, end, class and item codes."""
         r, g = self.r, self.r.graph
         gs, ge, hs, he = r.g_start, r.g_end, r.h_start, r.h_end
+        classes, items = _Vocab(), _Vocab()
         n = len(kinds)
         # slot 0: a GPU op itself; slot 1: what came before the step (every step has one)
         s = np.zeros((n, 2), np.int64)
         e = np.zeros((n, 2), np.int64)
-        c = np.full((n, 2), None, dtype=object)
-        it = np.full((n, 2), None, dtype=object)
+        c = np.zeros((n, 2), np.int64)
+        it = np.full((n, 2), -1, np.int64)
+        host_class = lambda x: _HOST_ROLE_CLASS.get(x, "host other")  # noqa: E731
         has_op = kinds == _G
         k = np.flatnonzero(has_op)
         i = idx[k]
         s[k, 0], e[k, 0] = gs[i], ge[i]
-        c[k, 0] = _labels(g.g_class[i], _gpu_class)
-        it[k, 0] = g.g_name[i]
+        c[k, 0] = classes.codes(g.g_class[i], _gpu_class, classes.of(_gpu_class("nan")))
+        it[k, 0] = items.codes(g.g_name[i])
         b = self.gb[i]
         for sel, start, cls, item in (
                 (b == 0, lambda j: hs[self.launch[j]], "host launch", "launch latency"),
@@ -223,38 +227,40 @@ class _Walker:
                 (b == 2, lambda j: ge[self.xpred[j]], "idle", "GPU waits"),
                 (b < 0, lambda j: np.full(len(j), lo, np.int64), "idle", "before first activity")):
             j = i[sel]
-            s[k[sel], 1], e[k[sel], 1], c[k[sel], 1], it[k[sel], 1] = start(j), gs[j], cls, item
+            s[k[sel], 1], e[k[sel], 1] = start(j), gs[j]
+            c[k[sel], 1], it[k[sel], 1] = classes.of(cls), items.of(item)
         k = np.flatnonzero(kinds == _HE)
         i = idx[k]
         t = self.hb[i]
         w, o = t >= 0, t < 0
         s[k[w], 1], e[k[w], 1] = ge[t[w]], he[i[w]]
-        c[k[w], 1], it[k[w], 1] = "host blocked in sync", g.h_name[i[w]]
+        c[k[w], 1], it[k[w], 1] = classes.of("host blocked in sync"), items.codes(g.h_name[i[w]])
         s[k[o], 1], e[k[o], 1] = hs[i[o]], he[i[o]]
-        c[k[o], 1] = _labels(g.h_role[i[o]], lambda x: _HOST_ROLE_CLASS.get(x, "host other"))
-        it[k[o], 1] = _or(g.h_name[i[o]], "host work")
+        c[k[o], 1] = classes.codes(g.h_role[i[o]], host_class, classes.of("host other"))
+        it[k[o], 1] = items.codes(g.h_name[i[o]], lambda x: x or "host work")
         k = np.flatnonzero(kinds == _HS)
         i = idx[k]
         q = g.h_prev[i]
         first, nested = q < 0, (q >= 0) & g.h_inside[i]
         after = (q >= 0) & ~g.h_inside[i]
         s[k[first], 1], e[k[first], 1] = lo, hs[i[first]]
-        c[k[first], 1], it[k[first], 1] = "idle", "before thread start"
+        c[k[first], 1], it[k[first], 1] = classes.of("idle"), items.of("before thread start")
         qn = q[nested]
         s[k[nested], 1], e[k[nested], 1] = hs[qn], hs[i[nested]]
-        c[k[nested], 1] = _labels(g.h_role[qn], lambda x: _HOST_ROLE_CLASS.get(x, "host other"))
-        it[k[nested], 1] = _or(g.h_name[qn], "host work")
+        c[k[nested], 1] = classes.codes(g.h_role[qn], host_class, classes.of("host other"))
+        it[k[nested], 1] = items.codes(g.h_name[qn], lambda x: x or "host work")
         qa = q[after]
         s[k[after], 1], e[k[after], 1] = he[qa], hs[i[after]]
-        c[k[after], 1], it[k[after], 1] = "host other", _or(g.h_gap_owner[i[after]],
-                                                            "host work between calls")
+        c[k[after], 1] = classes.of("host other")
+        it[k[after], 1] = items.codes(g.h_gap_owner[i[after]], lambda x: x or "host work between calls")
         # walk order is (op, wait) per GPU step, one segment per host step; time order reverses it
         slot = np.c_[has_op, np.ones(n, bool)].ravel()
         start, end = s.ravel()[slot][::-1], e.ravel()[slot][::-1]
         cls, item = c.ravel()[slot][::-1], it.ravel()[slot][::-1]
         start = np.maximum(start, lo)
         keep = end > start
-        return CriticalPath(start[keep], end[keep], cls[keep], item[keep])
+        return CriticalPath(start[keep], end[keep], cls[keep].astype(np.int32),
+                            item[keep].astype(np.int32), classes.labels, items.labels)
 
 
 def critical_path(r: Replay) -> CriticalPath:
@@ -265,7 +271,7 @@ def critical_path(r: Replay) -> CriticalPath:
         hd = np.arange(g.n_host)
     if not g.n_gpu and not len(hd):
         z = np.zeros(0, np.int64)
-        return CriticalPath(z, z, np.zeros(0, object), np.zeros(0, object))
+        return CriticalPath(z, z, z.astype(np.int32), z.astype(np.int32), [], [])
     if g.n_gpu and (not len(hd) or r.g_end.max() >= r.h_end[hd].max()):
         node, i = "g", int(np.argmax(r.g_end))
     else:

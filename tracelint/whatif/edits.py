@@ -10,8 +10,9 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
-from ..timeline import intervals
+from ..timeline import classify, intervals
 from .graph import API, RunGraph, _by_name
 from .replay import Plan
 
@@ -20,6 +21,13 @@ def _match(names: np.ndarray, pattern: str) -> np.ndarray:
     """Boolean mask of names the pattern finds (over distinct names only)."""
     rx = re.compile(pattern, re.IGNORECASE)
     return _by_name(names, lambda n: rx.search(n))
+
+
+def _isin(values, wanted) -> np.ndarray:
+    """Rows whose value is one of wanted: a categorical decided per category (its codes)."""
+    if isinstance(values, pd.Categorical):
+        return classify.in_labels(values, wanted)
+    return np.isin(values, list(wanted))
 
 
 def _sel(n: int, rows) -> np.ndarray:
@@ -50,7 +58,7 @@ class Ops:
             given = True
         for vals, arr in ((self.classes, g.g_class), (self.devices, g.g_device), (self.kinds, g.g_kind)):
             if vals:
-                m &= np.isin(arr, list(vals))
+                m &= _isin(arr, vals)
                 given = True
         if self.kernel_rows or self.copy_rows:
             rows = np.zeros(g.n_gpu, bool)
@@ -192,7 +200,7 @@ class AsyncCopies:
         if self.pattern:
             m |= _match(g.g_name, self.pattern)
         if self.kinds:
-            m |= np.isin(g.g_kind, list(self.kinds))
+            m |= _isin(g.g_kind, self.kinds)
         m &= g.g_table == "copies"
         spred, qgap = p.g_spred.copy(), p.g_qgap.copy()
         _detach(g, p, m)
@@ -244,7 +252,7 @@ def _detach(g: RunGraph, p: Plan, m: np.ndarray) -> None:
 def _restream(g: RunGraph, p: Plan, moved: np.ndarray) -> None:
     """Put the moved ops on a stream of their own per device; relink both streams' order."""
     # one stream per device and direction: each direction has one copy engine and one link
-    kind = np.unique(g.g_kind.astype(str), return_inverse=True)[1]
+    kind = np.unique(np.asarray(g.g_kind, dtype=object).astype(str), return_inverse=True)[1]
     skey = np.where(moved, -kind - 1, g.g_stream)
     order = np.lexsort((g.g_start, skey, g.g_device))
     dev, st = g.g_device[order], skey[order]

@@ -53,8 +53,8 @@ class RunGraph:
     h_start: np.ndarray
     h_end: np.ndarray
     h_kind: np.ndarray          # API | MARK
-    h_name: np.ndarray          # object: call name ('' for markers)
-    h_role: np.ndarray          # object: launch | sync | copy | memset | alloc | other | marker
+    h_name: pd.Categorical      # call name ('' for markers)
+    h_role: pd.Categorical      # launch | sync | copy | memset | alloc | other | marker
     h_prev: np.ndarray          # previous item on the thread, -1: anchored at its own time
     h_inside: np.ndarray        # bool: offset from prev's start instead of its end
     h_gap: np.ndarray           # offset from prev's end (or start when inside)
@@ -70,24 +70,24 @@ class RunGraph:
     g_stream: np.ndarray
     g_start: np.ndarray
     g_end: np.ndarray
-    g_name: np.ndarray          # object
+    g_name: pd.Categorical
     g_table: np.ndarray         # object: kernels | copies | memsets
     g_row: np.ndarray
-    g_class: np.ndarray         # object: kernel class, "copy" or "memset"
+    g_class: pd.Categorical     # kernel class, "copy" or "memset"
     g_launch: np.ndarray        # host item that launched it, -1 unknown
     g_lat: np.ndarray           # launch latency offset
     g_spred: np.ndarray         # previous op on the stream, -1 none
     g_qgap: np.ndarray          # queue gap after the stream predecessor
     g_xpred: np.ndarray         # op on another stream it waited for, -1 none
     g_xgap: np.ndarray
-    g_kind: np.ndarray          # object: copy kind (H2D, D2H, ...), '' for other ops
+    g_kind: pd.Categorical      # copy kind (H2D, D2H, ...), '' for other ops
     # host ranges (framework ops, NVTX, steps), for edits of host work
     r_thread: np.ndarray
     r_start: np.ndarray
     r_end: np.ndarray
-    r_name: np.ndarray          # object
+    r_name: pd.Categorical
     r_step: np.ndarray          # bool: an iteration range
-    h_gap_owner: np.ndarray     # object: innermost host range around the gap before each item
+    h_gap_owner: pd.Categorical  # innermost host range around the gap before each item
     meta: dict = field(default_factory=dict)
 
     @property
@@ -111,30 +111,47 @@ def _thread_bounds(tl: Timeline) -> pd.DataFrame:
     return pd.DataFrame({"lo": g["start"].min(), "hi": g["end"].max()}).reset_index()
 
 
+def categorical(values, extra: tuple[str, ...] = ()) -> pd.Categorical:
+    """A column's values as a categorical with str categories, plus the `extra` labels as
+    categories: the graph keeps each name as a code into its table's names (a string object
+    per row was 8 bytes a row and made every comparison and grouping hash strings)."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    if not isinstance(cat, pd.Categorical) or not all(isinstance(c, str) for c in cat.categories):
+        cat = pd.Categorical(pd.Series(np.asarray(cat, dtype=object), dtype=object).astype(str))
+    new = [x for x in extra if x not in cat.categories]
+    return cat.add_categories(new) if new else cat
+
+
+def _filled(cat: pd.Categorical, label: str, n: int) -> pd.Categorical:
+    """n rows of `label`, with cat's categories (so that the parts concatenate as codes)."""
+    return pd.Categorical.from_codes(np.full(n, cat.categories.get_loc(label)), dtype=cat.dtype)
+
+
 def _host_items(tl: Timeline) -> pd.DataFrame:
     api = tl.api_calls
+    names = categorical(api["name"], ("",))
+    roles = categorical(tl.api_role if len(api) else pd.Categorical([]), ("marker",))
     items = [pd.DataFrame({
         "pid": api["pid"].to_numpy(), "tid": api["tid"].to_numpy(),
         "start": api["start"].to_numpy(), "end": api["end"].to_numpy(),
-        "kind": API, "name": api["name"].astype(str).to_numpy() if len(api) else np.array([], object),
-        "role": np.asarray(tl.api_role, dtype=object) if len(api) else np.array([], object),
+        "kind": API, "name": names, "role": roles,
         "api_row": np.arange(len(api)), "step": -1, "edge": -1, "order": 1})]
+
+    def markers(pid, tid, t, step, edge, order) -> pd.DataFrame:
+        return pd.DataFrame({"pid": pid, "tid": tid, "start": t, "end": t, "kind": MARK,
+                             "name": _filled(names, "", len(t)),
+                             "role": _filled(roles, "marker", len(t)), "api_row": -1,
+                             "step": step, "edge": edge, "order": order})
     bounds = _thread_bounds(tl)
     for col, order in (("lo", 0), ("hi", 3)):
-        t = bounds[col].to_numpy(np.int64)
-        items.append(pd.DataFrame({"pid": bounds["pid"].to_numpy(np.int64),
-                                   "tid": bounds["tid"].to_numpy(np.int64), "start": t, "end": t,
-                                   "kind": MARK, "name": "", "role": "marker", "api_row": -1,
-                                   "step": -1, "edge": -1, "order": order}))
+        items.append(markers(bounds["pid"].to_numpy(np.int64), bounds["tid"].to_numpy(np.int64),
+                             bounds[col].to_numpy(np.int64), -1, -1, order))
     r = tl.ranges
     if len(r):
         st = r[(r["kind"] == "step").to_numpy()]
         for col, edge, order in (("start", 0, 0), ("end", 1, 2)):
-            t = st[col].to_numpy(np.int64)
-            items.append(pd.DataFrame({"pid": st["pid"].to_numpy(), "tid": st["tid"].to_numpy(),
-                                       "start": t, "end": t, "kind": MARK, "name": "",
-                                       "role": "marker", "api_row": -1,
-                                       "step": st["step"].to_numpy(), "edge": edge, "order": order}))
+            items.append(markers(st["pid"].to_numpy(), st["tid"].to_numpy(),
+                                 st[col].to_numpy(np.int64), st["step"].to_numpy(), edge, order))
     h = pd.concat(items, ignore_index=True)
     del items                        # one unsorted and one sorted copy at a time, not three
     thread = h.groupby(["pid", "tid"], sort=False).ngroup().to_numpy()
@@ -145,7 +162,9 @@ def _host_items(tl: Timeline) -> pd.DataFrame:
     cols = {"thread": thread[order]}
     del thread
     for c in list(h.columns):        # column by column, so no second whole frame is built
-        cols[c] = h[c].to_numpy()[order]
+        col = h[c]
+        cols[c] = col.array[order] if isinstance(col.dtype, pd.CategoricalDtype) \
+            else col.to_numpy()[order]
     del h
     return pd.DataFrame(cols, copy=False)
 
@@ -189,16 +208,15 @@ def _launch_links(tl: Timeline, act: pd.DataFrame, h: pd.DataFrame) -> np.ndarra
 def _gpu_ops(tl: Timeline) -> pd.DataFrame:
     act = tl.gpu_activity
     pid = np.full(len(act), -1, dtype=np.int64)
-    cls = np.empty(len(act), dtype=object)
+    kc = categorical(tl.kernel_class if len(tl.kernels) else pd.Categorical([]), ("copy", "memset"))
+    cls = np.full(len(act), -1, dtype=np.int64)     # codes into the kernel classes
     for t in ("kernels", "copies", "memsets"):
         sel = (act["table"] == t).to_numpy()
         rows = act["row"].to_numpy()[sel]
         pid[sel] = tl.table(t)["pid"].to_numpy()[rows]
-        if t == "kernels":
-            cls[sel] = np.asarray(tl.kernel_class, dtype=object)[rows]
-        else:
-            cls[sel] = "copy" if t == "copies" else "memset"
-    act = act.assign(pid=pid, cls=cls)
+        cls[sel] = np.asarray(kc.codes)[rows] if t == "kernels" else \
+            kc.categories.get_loc("copy" if t == "copies" else "memset")
+    act = act.assign(pid=pid, cls=pd.Categorical.from_codes(cls, dtype=kc.dtype))
     return act.sort_values(["device", "stream", "start"], kind="stable", ignore_index=True)
 
 
@@ -256,10 +274,15 @@ def _gpu_offsets(g: pd.DataFrame, launch: np.ndarray, h_start: np.ndarray):
     return spred, qgap, xpred, xgap, lat, anchored
 
 
-def _by_name(names: np.ndarray, fn) -> np.ndarray:
-    """fn over the distinct names only, mapped back to every row (bool)."""
+def _by_name(names: np.ndarray | pd.Categorical, fn) -> np.ndarray:
+    """fn over the distinct names only, mapped back to every row (bool); a missing name is
+    asked as 'nan'."""
     if len(names) == 0:
         return np.zeros(0, bool)
+    if isinstance(names, pd.Categorical):
+        hit = np.array([bool(fn(str(u))) for u in names.categories] + [bool(fn("nan"))], bool)
+        codes = np.asarray(names.codes)
+        return hit[np.where(codes >= 0, codes, len(hit) - 1)]
     # factorize hashes the objects in place; np.unique(names.astype(str)) built a fixed-width
     # unicode copy (4 bytes x longest name x rows: hundreds of MB on long kernel names)
     codes, uniq = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
@@ -274,8 +297,7 @@ def _blocking(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.ndarr
     extra: dict[int, list[int]] = {}
     if len(g) == 0:
         return target, ret, extra
-    role = h["role"].to_numpy()
-    name = h["name"].to_numpy()
+    role, name = h["role"].array, h["name"].array
     hs, he = h["start"].to_numpy(np.int64), h["end"].to_numpy(np.int64)
     cand = np.flatnonzero((h["kind"].to_numpy() == API) & (role != "launch") & (he > hs))
     if len(cand) == 0:
@@ -316,7 +338,7 @@ def _blocking(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.ndarr
 def _device_sync_extras(h, g, target, launched_at, extra) -> None:
     """Device-wide syncs wait for the last op launched before them on every stream."""
     blocking = np.flatnonzero(target >= 0)
-    names = h["name"].to_numpy()[blocking]
+    names = h["name"].array[blocking]
     rows = blocking[_by_name(names, lambda n: classify.sync_kind(n) == "device")]
     if len(rows) == 0:
         return
@@ -326,9 +348,10 @@ def _device_sync_extras(h, g, target, launched_at, extra) -> None:
     for ops in _by_stream(g["device"].to_numpy(), g["stream"].to_numpy()):
         order = ops[np.argsort(launched_at[ops], kind="stable")]
         k = np.searchsorted(launched_at[order], hs[rows], side="right") - 1
-        for i, kk in zip(rows, k):
-            if kk >= 0 and order[kk] != target[i] and gend[order[kk]] <= he[i]:
-                extra.setdefault(int(i), []).append(int(order[kk]))
+        last = order[np.maximum(k, 0)]          # the stream's last op launched before the sync
+        waits = (k >= 0) & (last != target[rows]) & (gend[last] <= he[rows])
+        for i, op in zip(rows[waits].tolist(), last[waits].tolist()):
+            extra.setdefault(i, []).append(op)
 
 
 def _by_stream(dev: np.ndarray, stream: np.ndarray):
@@ -347,12 +370,13 @@ def _gap_owners(tl: Timeline, r_thread: np.ndarray, thread: np.ndarray, at: np.n
                 want: np.ndarray) -> np.ndarray:
     """Name of the innermost range (op, NVTX; not a step) on the item's thread around time
     `at`, for the items in `want`; '' elsewhere. Lets the critical path name host work."""
-    out = np.full(len(at), "", dtype=object)
     r = tl.ranges
+    names = categorical(r["name"] if len(r) else pd.Categorical([]), ("",))
+    out = np.full(len(at), names.categories.get_loc(""), dtype=np.int64)    # codes of names
     ok = (r_thread >= 0) & (r["kind"] != "step").to_numpy() if len(r) else np.zeros(0, bool)
     rows = np.flatnonzero(ok)
     if len(rows) == 0 or not want.any():
-        return out
+        return pd.Categorical.from_codes(out, dtype=names.dtype)
     start, end = r["start"].to_numpy(np.int64), r["end"].to_numpy(np.int64)
     parent = r["parent"].to_numpy(np.int64)
     lo = int(min(start[rows].min(), at[want].min()))
@@ -370,9 +394,8 @@ def _gap_owners(tl: Timeline, r_thread: np.ndarray, thread: np.ndarray, at: np.n
             break
         cand = np.where(outside, parent[c], cand)
         cand = np.where((cand >= 0) & ~ok[np.maximum(cand, 0)], -1, cand)
-    names = r["name"].astype(str).to_numpy(object)
-    out[q] = np.where(cand >= 0, names[np.maximum(cand, 0)], "")
-    return out
+    out[q] = np.where(cand >= 0, np.asarray(names.codes)[np.maximum(cand, 0)], out[q])
+    return pd.Categorical.from_codes(out, dtype=names.dtype)
 
 
 def build(tl: Timeline) -> RunGraph:
@@ -394,25 +417,27 @@ def build(tl: Timeline) -> RunGraph:
     p = np.maximum(prev, 0)
     after = (prev >= 0) & ~inside & (gap > 0)
     owners = _gap_owners(tl, r_thread, thread, he[p] + gap // 2, after)
-    kind = np.full(len(g), "", dtype=object)
+    kinds = categorical(tl.copies["kind"] if len(tl.copies) else pd.Categorical([]), ("",))
+    kind = np.full(len(g), kinds.categories.get_loc(""), dtype=np.int64)
     cp = (g["table"] == "copies").to_numpy()
-    kind[cp] = classify.labels_at(tl.copies["kind"], g["row"].to_numpy()[cp])
+    kind[cp] = np.asarray(kinds.codes)[g["row"].to_numpy()[cp]]
     drives = np.zeros(int(thread.max()) + 1 if len(thread) else 0, bool)
     drives[thread[launch[launch >= 0]]] = True
     drives[thread[target >= 0]] = True
     return RunGraph(
         span_start=int(lo), span_end=int(hi),
         h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(np.int64),
-        h_name=h["name"].to_numpy(object), h_role=h["role"].to_numpy(object),
+        h_name=h["name"].array, h_role=h["role"].array,
         h_prev=prev, h_inside=inside, h_gap=gap, h_target=target, h_ret=ret, h_extra=extra,
         h_api_row=h["api_row"].to_numpy(np.int64), h_step=h["step"].to_numpy(np.int64),
         h_step_edge=h["edge"].to_numpy(np.int64), h_driving=drives[thread],
         g_device=g["device"].to_numpy(np.int64), g_stream=g["stream"].to_numpy(np.int64),
         g_start=g["start"].to_numpy(np.int64), g_end=g["end"].to_numpy(np.int64),
-        g_name=g["name"].astype(str).to_numpy(object), g_table=g["table"].to_numpy(object),
-        g_row=g["row"].to_numpy(np.int64), g_class=g["cls"].to_numpy(object),
+        g_name=categorical(g["name"]), g_table=g["table"].to_numpy(object),
+        g_row=g["row"].to_numpy(np.int64), g_class=g["cls"].array,
         g_launch=launch, g_lat=lat, g_spred=spred, g_qgap=qgap, g_xpred=xpred, g_xgap=xgap,
-        g_kind=kind, r_thread=r_thread, r_start=r["start"].to_numpy(np.int64),
-        r_end=r["end"].to_numpy(np.int64), r_name=r["name"].astype(str).to_numpy(object),
+        g_kind=pd.Categorical.from_codes(kind, dtype=kinds.dtype), r_thread=r_thread,
+        r_start=r["start"].to_numpy(np.int64), r_end=r["end"].to_numpy(np.int64),
+        r_name=categorical(r["name"] if len(r) else pd.Categorical([])),
         r_step=(r["kind"] == "step").to_numpy(), h_gap_owner=owners,
         meta={"format": tl.meta.format, "anchored_ops": int(anchored.sum())})
