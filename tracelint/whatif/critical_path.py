@@ -199,68 +199,66 @@ class _Walker:
                     last, node, i = he[q], _HE, q
             if last <= lo:
                 break
-        return np.frombuffer(kinds, np.int8).copy(), np.frombuffer(idx, np.int64).copy()
+        return np.frombuffer(kinds, np.int8), np.frombuffer(idx, np.int64)   # views, no copy
 
     def _segments(self, kinds: np.ndarray, idx: np.ndarray, lo: int) -> CriticalPath:
-        """Each step's segments (a GPU step adds its op and then the wait before it), in time
-        order: start, end, class and item codes."""
+        """Each step's segments (a GPU step adds its op, then the wait before it; a host step
+        the wait before it), written straight into time order: start, end, class and item
+        codes. One array each, so a path of tens of millions of segments is not copied."""
         r, g = self.r, self.r.graph
         gs, ge, hs, he = r.g_start, r.g_end, r.h_start, r.h_end
         classes, items = _Vocab(), _Vocab()
-        n = len(kinds)
-        # slot 0: a GPU op itself; slot 1: what came before the step (every step has one)
-        s = np.zeros((n, 2), np.int64)
-        e = np.zeros((n, 2), np.int64)
-        c = np.zeros((n, 2), np.int64)
-        it = np.full((n, 2), -1, np.int64)
-        host_class = lambda x: _HOST_ROLE_CLASS.get(x, "host other")  # noqa: E731
         has_op = kinds == _G
+        width = 1 + has_op.astype(np.int64)
+        m = int(width.sum())
+        # walk order is (op, wait) per GPU step; time order is the walk reversed
+        wait_at = m - 1 - (np.cumsum(width) - 1)          # each step's wait segment
+        S, E = np.empty(m, np.int64), np.empty(m, np.int64)
+        C, It = np.empty(m, np.int32), np.empty(m, np.int32)
+
+        def put(at, start, end, cls, item) -> None:
+            S[at], E[at], C[at], It[at] = start, end, cls, item
+        host_class = lambda x: _HOST_ROLE_CLASS.get(x, "host other")  # noqa: E731
         k = np.flatnonzero(has_op)
         i = idx[k]
-        s[k, 0], e[k, 0] = gs[i], ge[i]
-        c[k, 0] = classes.codes(g.g_class[i], _gpu_class, classes.of(_gpu_class("nan")))
-        it[k, 0] = items.codes(g.g_name[i])
+        put(wait_at[k] + 1, gs[i], ge[i],
+            classes.codes(g.g_class[i], _gpu_class, classes.of(_gpu_class("nan"))),
+            items.codes(g.g_name[i]))
         b = self.gb[i]
         for sel, start, cls, item in (
                 (b == 0, lambda j: hs[self.launch[j]], "host launch", "launch latency"),
                 (b == 1, lambda j: ge[self.spred[j]], "idle", "GPU waits"),
                 (b == 2, lambda j: ge[self.xpred[j]], "idle", "GPU waits"),
-                (b < 0, lambda j: np.full(len(j), lo, np.int64), "idle", "before first activity")):
+                (b < 0, lambda j: lo, "idle", "before first activity")):
             j = i[sel]
-            s[k[sel], 1], e[k[sel], 1] = start(j), gs[j]
-            c[k[sel], 1], it[k[sel], 1] = classes.of(cls), items.of(item)
+            put(wait_at[k[sel]], start(j), gs[j], classes.of(cls), items.of(item))
         k = np.flatnonzero(kinds == _HE)
         i = idx[k]
         t = self.hb[i]
         w, o = t >= 0, t < 0
-        s[k[w], 1], e[k[w], 1] = ge[t[w]], he[i[w]]
-        c[k[w], 1], it[k[w], 1] = classes.of("host blocked in sync"), items.codes(g.h_name[i[w]])
-        s[k[o], 1], e[k[o], 1] = hs[i[o]], he[i[o]]
-        c[k[o], 1] = classes.codes(g.h_role[i[o]], host_class, classes.of("host other"))
-        it[k[o], 1] = items.codes(g.h_name[i[o]], lambda x: x or "host work")
+        put(wait_at[k[w]], ge[t[w]], he[i[w]], classes.of("host blocked in sync"),
+            items.codes(g.h_name[i[w]]))
+        put(wait_at[k[o]], hs[i[o]], he[i[o]],
+            classes.codes(g.h_role[i[o]], host_class, classes.of("host other")),
+            items.codes(g.h_name[i[o]], lambda x: x or "host work"))
         k = np.flatnonzero(kinds == _HS)
         i = idx[k]
         q = g.h_prev[i]
         first, nested = q < 0, (q >= 0) & g.h_inside[i]
         after = (q >= 0) & ~g.h_inside[i]
-        s[k[first], 1], e[k[first], 1] = lo, hs[i[first]]
-        c[k[first], 1], it[k[first], 1] = classes.of("idle"), items.of("before thread start")
+        put(wait_at[k[first]], lo, hs[i[first]], classes.of("idle"), items.of("before thread start"))
         qn = q[nested]
-        s[k[nested], 1], e[k[nested], 1] = hs[qn], hs[i[nested]]
-        c[k[nested], 1] = classes.codes(g.h_role[qn], host_class, classes.of("host other"))
-        it[k[nested], 1] = items.codes(g.h_name[qn], lambda x: x or "host work")
+        put(wait_at[k[nested]], hs[qn], hs[i[nested]],
+            classes.codes(g.h_role[qn], host_class, classes.of("host other")),
+            items.codes(g.h_name[qn], lambda x: x or "host work"))
         qa = q[after]
-        s[k[after], 1], e[k[after], 1] = he[qa], hs[i[after]]
-        c[k[after], 1] = classes.of("host other")
-        it[k[after], 1] = items.codes(g.h_gap_owner[i[after]], lambda x: x or "host work between calls")
-        # walk order is (op, wait) per GPU step, one segment per host step; time order reverses it
-        slot = np.c_[has_op, np.ones(n, bool)].ravel()
-        start, end = s.ravel()[slot][::-1], e.ravel()[slot][::-1]
-        cls, item = c.ravel()[slot][::-1], it.ravel()[slot][::-1]
-        start = np.maximum(start, lo)
-        keep = end > start
-        return CriticalPath(start[keep], end[keep], cls[keep].astype(np.int32),
-                            item[keep].astype(np.int32), classes.labels, items.labels)
+        put(wait_at[k[after]], he[qa], hs[i[after]], classes.of("host other"),
+            items.codes(g.h_gap_owner[i[after]], lambda x: x or "host work between calls"))
+        np.maximum(S, lo, out=S)
+        keep = E > S
+        if not keep.all():
+            S, E, C, It = S[keep], E[keep], C[keep], It[keep]
+        return CriticalPath(S, E, C, It, classes.labels, items.labels)
 
 
 def critical_path(r: Replay) -> CriticalPath:
