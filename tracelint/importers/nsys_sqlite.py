@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..errors import TraceFormatError
 from ..timeline.model import Timeline
+from .heap_trim import trim
 from .nsys_activity import read_copies, read_kernels, read_memsets
 from .nsys_callchains import callchain_frames
 from .nsys_db import Db, one_line
@@ -50,6 +51,7 @@ def load_nsys_sqlite(path, progress=None) -> Timeline:
             tl.copies, tl.memsets = read_copies(db), read_memsets(db)
             report("api_calls", 0.4)
             tl.api_calls = api_calls.result()
+        trim()       # the side thread's freed scan buffers sit in its own arena: give them back
         report("ranges", 0.75)
         tl.ranges = read_ranges(db, tl.meta)
         report("syncs", 0.85)
@@ -64,6 +66,7 @@ def load_nsys_sqlite(path, progress=None) -> Timeline:
         memory = memory_table(db, tl)        # CUDA_GPU_MEMORY_USAGE_EVENTS, after meta (counts)
         if memory is not None:
             tl.memory = memory
+        trim()
         report("done", 1.0)
         return tl
     except sqlite3.Error as exc:
