@@ -159,6 +159,7 @@ class JobWhatIf:
                 continue
             f = med / own
             gsel = (g.g_start >= lo) & (g.g_start < hi)
+            p.writable("g_dur", "g_qgap", "h_dur", "h_gap")
             p.g_dur[gsel] = np.round(p.g_dur[gsel] * f).astype(np.int64)
             gap = gsel & (p.g_spred >= 0)
             p.g_qgap[gap] = np.round(p.g_qgap[gap] * f).astype(np.int64)
@@ -181,6 +182,7 @@ class JobWhatIf:
         i = self.ctx.rank_ids.index(rank)
         g, p = self.graphs[i], plans[i]
         sel = (g.g_table == "kernels") & (g.g_class != "communication")
+        p.writable("g_dur")
         p.g_dur[sel] = np.round(p.g_dur[sel] * ratio).astype(np.int64)
         return plans, ""
 
@@ -195,6 +197,7 @@ class JobWhatIf:
         g, p = self.graphs[i], plans[i]
         k = 1.0 / ratio
         sel = g.g_class != "communication"
+        p.writable("g_dur", "g_qgap", "h_dur", "h_gap")
         p.g_dur[sel] = np.round(p.g_dur[sel] * k).astype(np.int64)
         p.g_qgap[sel] = np.round(p.g_qgap[sel] * k).astype(np.int64)
         own = p.h_target < 0
@@ -273,7 +276,9 @@ def _combine(w: JobWhatIf, fixes: list[list[Plan]]) -> list[Plan]:
     base = w.plans()
     out = []
     for r, p in enumerate(base):
-        for name in ("g_dur", "g_qgap", "h_dur", "h_gap"):
+        names = ("g_dur", "g_qgap", "h_dur", "h_gap")
+        p.writable(*names)
+        for name in names:
             arr = getattr(p, name)
             for plans in fixes:
                 np.minimum(arr, getattr(plans[r], name), out=arr)

@@ -85,6 +85,7 @@ class Scale:
     with_launch: bool = False      # the selected ops' launch calls scale too (op removed)
 
     def apply(self, g: RunGraph, p: Plan) -> None:
+        p.writable("g_dur", "h_dur")
         gm = self.ops.mask(g) if self.ops else np.zeros(g.n_gpu, bool)
         if self.pattern:
             gm |= _match(g.g_name, self.pattern)
@@ -103,6 +104,7 @@ def _scale_host_work(g: RunGraph, p: Plan, ranges: np.ndarray, factor: float) ->
     """Scale the part of each host gap (time between calls) that matching ranges cover."""
     if not ranges.any():
         return
+    p.writable("h_gap")
     after = (g.h_prev >= 0) & ~g.h_inside
     q = np.maximum(g.h_prev, 0)
     lo, hi = g.h_end[q], g.h_start
@@ -151,6 +153,7 @@ class RemoveSync:
         if self.within:
             m &= _inside_ranges(g, _match(g.r_name, self.within))
         m &= p.h_target >= 0
+        p.writable("h_target", "h_dur")
         p.h_target[m] = -1
         p.h_dur[m] = np.minimum(p.h_dur[m], p.h_ret[m])
         for i in np.flatnonzero(m):
@@ -169,6 +172,7 @@ class NonBlocking:
 
     def apply(self, g: RunGraph, p: Plan) -> None:
         m = np.isin(g.h_api_row, np.asarray(self.api_rows, dtype=np.int64)) & (g.h_api_row >= 0)
+        p.writable("h_target", "h_dur")
         p.h_target[m] = -1
         p.h_dur[m] = np.minimum(p.h_dur[m], max(int(self.cost_ns), 0))
         for i in np.flatnonzero(m):
@@ -212,6 +216,7 @@ class AsyncCopies:
         succ[spred[has]] = np.flatnonzero(has)
         up = np.flatnonzero(h2d & (succ >= 0))
         up = up[~m[succ[up]]]
+        p.writable("g_xpred", "g_xgap")
         p.g_xpred[succ[up]], p.g_xgap[succ[up]] = up, 0
         down = np.flatnonzero(m & ~h2d & (spred >= 0))
         down = down[~m[spred[down]]]
@@ -228,6 +233,7 @@ class Overlap:
     def apply(self, g: RunGraph, p: Plan) -> None:
         m = self.ops.mask(g)
         _detach(g, p, m)
+        p.writable("g_xpred")
         p.g_xpred[m] = -1
 
 
@@ -242,6 +248,7 @@ def _detach(g: RunGraph, p: Plan, m: np.ndarray) -> None:
     if not m.any():
         return
     _restream(g, p, m)
+    p.writable("g_xpred")
     p.g_xpred[np.isin(p.g_xpred, np.flatnonzero(m)) & ~m] = -1
     blocked_on = np.isin(p.h_target, np.flatnonzero(m))
     own_call = np.zeros(g.n_host, bool)
@@ -259,6 +266,7 @@ def _restream(g: RunGraph, p: Plan, moved: np.ndarray) -> None:
     same = np.r_[False, (dev[1:] == dev[:-1]) & (st[1:] == st[:-1])]
     new_pred = np.where(same, np.r_[-1, order[:-1]], -1)
     changed = order[new_pred != p.g_spred[order]]
+    p.writable("g_spred", "g_qgap")
     p.g_spred[order] = new_pred
     p.g_qgap[changed] = np.minimum(p.g_qgap[changed], 1_000)
 
@@ -278,6 +286,7 @@ class Fuse:
         if self.pattern:
             m |= _match(g.g_name, self.pattern)
         m &= g.g_table == "kernels"
+        p.writable("g_dur", "g_launch", "g_xpred", "g_qgap", "h_dur", "h_gap")
         same = np.r_[False, (g.g_device[1:] == g.g_device[:-1]) & (g.g_stream[1:] == g.g_stream[:-1])]
         cont = m & same & np.r_[False, m[:-1]]
         starts = np.flatnonzero(m & ~cont)

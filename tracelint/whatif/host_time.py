@@ -37,4 +37,5 @@ class RemoveHostTime:
         ok = hi > lo
         on, lo, hi = on[ok], lo[ok], hi[ok]
         cov = intervals.overlap_each(lo, hi, rs, re_)
+        p.writable("h_gap")
         p.h_gap[on] = np.minimum(p.h_gap[on], np.maximum(g.h_gap[on] - cov, 0))

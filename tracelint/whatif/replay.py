@@ -14,9 +14,21 @@ import numpy as np
 from .graph import RunGraph
 
 
+def _shared(a: np.ndarray) -> np.ndarray:
+    """A read-only view: the plan reads the array it came from until an edit writes it."""
+    v = a.view()
+    v.setflags(write=False)
+    return v
+
+
 @dataclass
 class Plan:
-    """The replay's parameters: the graph's, then changed by edits (see edits.py)."""
+    """The replay's parameters: the graph's, then changed by edits (see edits.py).
+
+    Copy on write: a plan shares the graph's arrays (and a copy shares its source's) as
+    read-only views, and an edit calls `writable(...)` for the arrays it changes, which copies
+    only those. Every plan used to copy all eleven arrays, 1.2 GB per replayed fix at 10 M
+    kernels; a write an edit forgot to declare fails loudly (read-only array)."""
 
     h_dur: np.ndarray
     h_gap: np.ndarray
@@ -34,14 +46,25 @@ class Plan:
 
     @classmethod
     def of(cls, g: RunGraph) -> "Plan":
-        return cls(h_dur=g.h_end - g.h_start, h_gap=g.h_gap.copy(), h_target=g.h_target.copy(),
-                   h_ret=g.h_ret.copy(), h_extra={k: list(v) for k, v in g.h_extra.items()},
-                   g_dur=g.g_end - g.g_start, g_launch=g.g_launch.copy(), g_lat=g.g_lat.copy(),
-                   g_spred=g.g_spred.copy(), g_qgap=g.g_qgap.copy(), g_xpred=g.g_xpred.copy(),
-                   g_xgap=g.g_xgap.copy())
+        return cls(h_dur=_shared(g.h_end - g.h_start), h_gap=_shared(g.h_gap),
+                   h_target=_shared(g.h_target), h_ret=_shared(g.h_ret),
+                   h_extra={k: list(v) for k, v in g.h_extra.items()},
+                   g_dur=_shared(g.g_end - g.g_start), g_launch=_shared(g.g_launch),
+                   g_lat=_shared(g.g_lat), g_spred=_shared(g.g_spred), g_qgap=_shared(g.g_qgap),
+                   g_xpred=_shared(g.g_xpred), g_xgap=_shared(g.g_xgap))
+
+    def writable(self, *names: str) -> "Plan":
+        """Own copies of the named arrays, made before an edit writes them."""
+        for name in names:
+            a = getattr(self, name)
+            if not a.flags.writeable:
+                setattr(self, name, a.copy())
+        return self
 
     def copy(self) -> "Plan":
-        arrays = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+        """An independent plan: arrays this plan owns are copied, shared ones stay shared."""
+        arrays = {k: (v.copy() if v.flags.writeable else v) for k, v in self.__dict__.items()
+                  if isinstance(v, np.ndarray)}
         arrays["h_extra"] = {k: list(v) for k, v in self.h_extra.items()}
         arrays["notes"] = list(self.notes)
         return replace(self, **arrays)
