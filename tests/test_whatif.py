@@ -118,3 +118,23 @@ def test_whatif_cli_json_and_errors(capsys):
     for bad in (["--scale", "gemm"], ["--scale", "gemm=-1"], ["--fuse", "(unclosed"]):
         rc, out, err = _cli(capsys, "whatif", str(trace), *bad)
         assert rc == 2 and "Traceback" not in err and err.strip().count("\n") == 0
+
+
+def test_plans_copy_only_what_an_edit_writes_and_never_touch_the_graph():
+    from tracelint.whatif.replay import Plan
+    g = build(tracelint.load(REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz"))
+    before = {k: getattr(g, k).copy() for k in ("h_gap", "h_target", "g_launch", "g_qgap")}
+    base = Plan.of(g)
+    with pytest.raises(ValueError):         # a write no edit declared fails, not corrupts
+        base.h_target[0] = -1
+    edits = [Scale("gemm|elementwise", 0.5), RemoveSync("Synchronize"), Fuse(pattern=".")]
+    p = EditSet(edits).plan(g)
+    assert np.shares_memory(p.h_ret, g.h_ret) and np.shares_memory(p.g_lat, g.g_lat)  # not written
+    assert not np.shares_memory(p.h_target, g.h_target)                               # written
+    assert (p.h_target != g.h_target).any() and (p.g_dur != g.g_end - g.g_start).any()
+    q = p.copy()                            # independent of p: p's own arrays are copied
+    q.writable("h_dur").h_dur[0] += 1
+    assert q.h_dur[0] == p.h_dur[0] + 1
+    assert all((getattr(g, k) == v).all() for k, v in before.items())
+    assert (base.h_target == g.h_target).all()
+    assert replay(g, p).work_span_ns < replay(g).work_span_ns
