@@ -85,7 +85,7 @@ def issuing_collective(tl, launch: np.ndarray, t: np.ndarray, canon) -> list[str
     if len(r) == 0 or not (launch >= 0).any():
         return out
     sel = np.flatnonzero(label_mask(r["name"], _ISSUING_OP.match))
-    o_coll = [canon(str(n).split(",")[0].split("::")[-1]) for n in r["name"].to_numpy()[sel]]
+    o_coll = [canon(str(n).split(",")[0].split("::")[-1]) for n in labels_at(r["name"], sel)]
     named = [i for i, c in enumerate(o_coll) if c]
     if not named:
         return out

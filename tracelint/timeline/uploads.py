@@ -82,9 +82,10 @@ def _sync_after(api: pd.DataFrame, a: np.ndarray, copy_end: np.ndarray, within: 
     n = np.full(len(a), -1, dtype=np.int64)            # the next call on the same thread
     for p, t in set(zip(pid[a].tolist(), tid[a].tolist())):   # loop over the copies' threads
         rows = np.flatnonzero((pid == p) & (tid == t))
-        order = rows[np.argsort(start[rows], kind="stable")]  # by start, ties in row order
-        pos = np.empty(len(rows), dtype=np.int64)
-        pos[np.searchsorted(rows, order)] = np.arange(len(rows))
+        by_start = np.argsort(start[rows], kind="stable")   # ties in row order
+        order = rows[by_start]
+        pos = np.empty(len(rows), dtype=np.int64)          # each row's place in that order
+        pos[by_start] = np.arange(len(rows))
         mine = np.flatnonzero((pid[a] == p) & (tid[a] == t))
         at = pos[np.searchsorted(rows, a[mine])] + 1
         n[mine] = np.where(at < len(order), order[np.minimum(at, len(order) - 1)], -1)

@@ -280,9 +280,7 @@ def _by_name(names: np.ndarray | pd.Categorical, fn) -> np.ndarray:
     if len(names) == 0:
         return np.zeros(0, bool)
     if isinstance(names, pd.Categorical):
-        hit = np.array([bool(fn(str(u))) for u in names.categories] + [bool(fn("nan"))], bool)
-        codes = np.asarray(names.codes)
-        return hit[np.where(codes >= 0, codes, len(hit) - 1)]
+        return classify.label_mask(names, lambda u: fn(str(u)), missing=bool(fn("nan")))
     # factorize hashes the objects in place; np.unique(names.astype(str)) built a fixed-width
     # unicode copy (4 bytes x longest name x rows: hundreds of MB on long kernel names)
     codes, uniq = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
