@@ -138,3 +138,16 @@ def test_plans_copy_only_what_an_edit_writes_and_never_touch_the_graph():
     assert all((getattr(g, k) == v).all() for k, v in before.items())
     assert (base.h_target == g.h_target).all()
     assert replay(g, p).work_span_ns < replay(g).work_span_ns
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_copy_kind_rank_equals_unique_of_the_labels(seed):
+    import pandas as pd
+
+    from tracelint.whatif.edits import _label_rank
+    rng = np.random.default_rng(seed)
+    cats = list(rng.choice(["H2D", "D2H", "", "nan", "D2D"], size=rng.integers(1, 6), replace=False))
+    vals = [cats[i] if i >= 0 else None for i in rng.integers(-1, len(cats), rng.integers(1, 40))]
+    c = pd.Categorical(vals, categories=cats)
+    want = np.unique(np.asarray(c, dtype=object).astype(str), return_inverse=True)[1]
+    assert _label_rank(c).tolist() == want.tolist()

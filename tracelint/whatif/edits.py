@@ -30,6 +30,16 @@ def _isin(values, wanted) -> np.ndarray:
     return np.isin(values, list(wanted))
 
 
+def _label_rank(values: pd.Categorical) -> np.ndarray:
+    """Per row, the rank of its label among the labels present, in sorted order ('nan' for a
+    missing one): np.unique(labels, return_inverse=True)[1] without a string per row."""
+    codes = np.asarray(values.codes)
+    present = np.unique(codes)
+    text = [str(values.categories[c]) if c >= 0 else "nan" for c in present]
+    rank = {t: i for i, t in enumerate(sorted(set(text)))}
+    return np.array([rank[t] for t in text], np.int64)[np.searchsorted(present, codes)]
+
+
 def _sel(n: int, rows) -> np.ndarray:
     m = np.zeros(n, bool)
     if rows is not None:
@@ -259,7 +269,7 @@ def _detach(g: RunGraph, p: Plan, m: np.ndarray) -> None:
 def _restream(g: RunGraph, p: Plan, moved: np.ndarray) -> None:
     """Put the moved ops on a stream of their own per device; relink both streams' order."""
     # one stream per device and direction: each direction has one copy engine and one link
-    kind = np.unique(np.asarray(g.g_kind, dtype=object).astype(str), return_inverse=True)[1]
+    kind = _label_rank(g.g_kind)
     skey = np.where(moved, -kind - 1, g.g_stream)
     order = np.lexsort((g.g_start, skey, g.g_device))
     dev, st = g.g_device[order], skey[order]
