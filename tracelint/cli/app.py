@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> None:
         if run_light(sys.argv[1:] if argv is None else list(argv), ROOT_HELP, ROOT_OPTIONS,
                      [(name, entry.help) for name, entry in COMMANDS.items()]):
             sys.exit(0)  # as typer's standalone mode ends every command
+        from ..heap import keep_freed_pages
+        keep_freed_pages()  # this process owns its heap: reuse freed arrays' pages (tracelint.heap)
         from .root import make_app
         make_app(COMMANDS, ROOT_HELP, ROOT_OPTIONS)(args=argv, standalone_mode=True)
     except TracelintError as exc:

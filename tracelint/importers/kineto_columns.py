@@ -12,7 +12,7 @@ import numpy as np
 
 from .kineto_events import (COUNTER_CATS, FLOW_CATS, GPU_TABLES, NO_ARGS, RANGE_KIND,
                             TABLE_OF_CAT, Args, Event)
-from .heap_trim import trim
+from ..heap import trim
 from .kineto_memory import MEMORY_CAT, MemoryColumns
 from .kineto_values import dim3, int_col, ints, us_to_ns
 
@@ -137,7 +137,7 @@ class Builder:
 
     def columns(self) -> dict[str, dict[str, np.ndarray]]:
         """Each column concatenated once; its chunk parts are dropped as it is made, and their
-        memory goes back to the OS after each table (heap_trim)."""
+        memory goes back to the OS after each table (tracelint.heap)."""
         out = {}
         for t in list(self.parts):
             c = self.parts.pop(t)

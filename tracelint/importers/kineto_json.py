@@ -27,7 +27,7 @@ from ..timeline.model import Timeline
 from .kineto_columns import Builder
 from .kineto_cupti import add_range_kernels
 from .kineto_events import FLOW_CATS, Event, Top
-from .heap_trim import trim
+from ..heap import trim
 from .kineto_memory import attach as attach_memory
 from .kineto_meta import TraceInfo, build_meta
 from .kineto_tables import build_timeline

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import TraceFormatError
 from ..timeline.model import Timeline
-from .heap_trim import trim
+from ..heap import trim
 from .nsys_activity import read_copies, read_kernels, read_memsets
 from .nsys_callchains import callchain_frames
 from .nsys_db import Db, one_line
