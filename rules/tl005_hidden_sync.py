@@ -86,29 +86,26 @@ class HiddenSync(Rule):
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options
-        api = tl.api_calls
-        if len(api) == 0:
+        if len(tl.api_calls) == 0:
             return
-        cand = _candidates(ctx)
-        if len(cand) == 0:
+        cand, names = _candidates(ctx)
+        if len(cand["row"]) == 0:
             return
-        _attach_context(ctx, cand)
-        cand = cand[cand["in_scope"]].reset_index(drop=True)
-        if len(cand) == 0:
+        cand = _in_scope(ctx, cand)
+        if len(cand["row"]) == 0:
             return
-        _attach_idle(ctx, cand)
+        _attach_call_site(ctx, cand, names)
+        _attach_idle(ctx, cand, names)
         span = max(tl.span_ns, 1)
-        keys = ["api", "op", "file", "line", "path", "kind"]
-        for _, g in cand.groupby(keys, dropna=False, sort=False):
-            if len(g) < opt.min_count:
-                continue
-            idle = int(g["idle"].sum())
-            if (not opt.include_step_end and g["step_end"].all() and g["step"].ge(0).all()
+        for rows in _call_sites(cand, opt.min_count):
+            idle = int(cand["idle"][rows].sum())
+            if (not opt.include_step_end and cand["step_end"][rows].all()
+                    and (cand["step"][rows] >= 0).all()
                     and idle < opt.step_end_max_idle_share * span):
                 continue
             if idle < opt.min_idle_share * span:
                 continue
-            yield self._finding(ctx, g, idle, span)
+            yield self._finding(ctx, _frame(cand, names, rows), idle, span)
 
     # ---------------------------------------------------------------------------------------
     def _finding(self, ctx, g: pd.DataFrame, idle: int, span: int):
@@ -174,6 +171,11 @@ class HiddenSync(Rule):
 # candidates
 
 
+#: A candidate's kind, by code (the finding reads the label).
+KINDS = np.array(["", "sync", "copy", "alloc", "read"], dtype=object)
+SYNC, COPY, ALLOC, READ = 1, 2, 3, 4
+
+
 def _labels_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(labels, codes) of a name column: labels[codes] is each row's name, "" for a missing one
     (the last label). Rows are then tested and named through their codes: at 23 M API rows an
@@ -185,8 +187,16 @@ def _labels_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return labels, np.where(codes >= 0, codes, len(labels) - 1)
 
 
-def _candidates(ctx) -> pd.DataFrame:
-    """Host-blocking api_calls rows: blocking syncs, synchronous D2H copies, allocator calls."""
+def _distinct(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each label, the distinct labels): equal labels share one code, so grouping on
+    codes groups as on the labels themselves."""
+    code, uniq = pd.factorize(np.asarray(labels, dtype=object), use_na_sentinel=False)
+    return code, np.asarray(uniq, dtype=object)
+
+
+def _candidates(ctx) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Host-blocking api_calls rows (blocking syncs, synchronous D2H copies, allocator calls) as
+    columns, names as codes; and the label arrays those codes index."""
     tl = ctx.tl
     api = tl.api_calls
     labels, codes = _labels_codes(api["name"])      # decided per distinct name, not per row
@@ -207,22 +217,22 @@ def _candidates(ctx) -> pd.DataFrame:
         rows = li[d2h]
         sync_copy = (~is_async[rows]) | pageable[d2h]
         is_copy[rows[sync_copy]] = True
-    kind = np.where(is_sync, 1, np.where(is_copy, 2, np.where(is_alloc, 3, 0))).astype(np.int8)
+    kind = np.where(is_sync, SYNC, np.where(is_copy, COPY, np.where(is_alloc, ALLOC, 0))) \
+        .astype(np.int8)
     sel = np.flatnonzero(kind)
-    return pd.DataFrame({
-        "row": sel, "api": labels[codes[sel]],
-        "kind": np.array(["", "sync", "copy", "alloc"], dtype=object)[kind[sel]],
-        "pid": api["pid"].to_numpy()[sel], "tid": api["tid"].to_numpy()[sel],
-        "start": api["start"].to_numpy()[sel], "end": api["end"].to_numpy()[sel],
-        "host_ns": (api["end"].to_numpy() - api["start"].to_numpy())[sel],
-    })
+    api_code, api_names = _distinct(labels)
+    return {"row": sel, "api": api_code[codes[sel]], "kind": kind[sel],
+            **{c: api[c].to_numpy()[sel] for c in ("pid", "tid", "start", "end")}}, \
+        {"api": api_names}
 
 
-def _attach_context(ctx, cand: pd.DataFrame) -> None:
-    """Per candidate: iteration, scope, end-of-iteration flag, Python line, op, NVTX path."""
+def _in_scope(ctx, cand: dict) -> dict:
+    """The candidates in scope, with their iteration and end-of-iteration flag: inside an
+    iteration (without iterations: every sync, no allocation), on a thread that issues GPU
+    work."""
     tl = ctx.tl
-    t = cand["start"].to_numpy()
-    n = len(cand)
+    t = cand["start"]
+    n = len(t)
     r = tl.ranges
     # iterations
     steps = r[r["kind"] == "step"].sort_values("start") if len(r) else r
@@ -234,30 +244,55 @@ def _attach_context(ctx, cand: pd.DataFrame) -> None:
         ok = (i >= 0) & (t < se[np.clip(i, 0, None)])
         step_no = np.where(ok, steps["step"].to_numpy()[np.clip(i, 0, None)], -1)
         step_end = np.where(ok, se[np.clip(i, 0, None)], 0)
-    cand["step"] = step_no
     # Without iterations every sync is in scope; allocations only inside iterations.
-    if len(steps):
-        cand["in_scope"] = step_no >= 0
-    else:
-        cand["in_scope"] = cand["kind"].to_numpy() != "alloc"
+    in_scope = step_no >= 0 if len(steps) else cand["kind"] != ALLOC
     # Last GPU-facing call of its iteration on this thread?
     api = tl.api_calls
     lsel = classify.in_labels(tl.api_role, ("launch", "copy", "memset"))
-    cthr, lthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
+    cthr, lthr = _thread_codes((cand["pid"], cand["tid"]),
                                (api["pid"].to_numpy()[lsel], api["tid"].to_numpy()[lsel]))
-    l_start = api["start"].to_numpy()[lsel]
-    nxt = _next_on_thread(cthr, cand["end"].to_numpy(), lthr, l_start)
+    nxt = _next_on_thread(cthr, cand["end"], lthr, api["start"].to_numpy()[lsel])
     # A thread that never issues GPU work (a pin-memory or logging thread) cannot starve the GPU.
-    cand["in_scope"] &= np.isin(cthr, lthr)
-    cand["step_end"] = (step_no >= 0) & ((nxt < 0) | (nxt >= step_end))
-    # Python line (innermost user frame), op, NVTX path
-    cand["file"], cand["line"] = _user_frames(tl, cand)
-    cand["op"], cand["path"] = _host_context(tl, cand)
-    # Copies and syncs issued by a host-read op are device-to-host reads.
-    op_code, op_names = pd.factorize(cand["op"])
+    keep = np.flatnonzero(in_scope & np.isin(cthr, lthr))
+    out = {k: v[keep] for k, v in cand.items()}
+    out["step"] = step_no[keep]
+    out["step_end"] = (step_no[keep] >= 0) & ((nxt[keep] < 0) | (nxt[keep] >= step_end[keep]))
+    return out
+
+
+def _attach_call_site(ctx, cand: dict, names: dict) -> None:
+    """Per candidate: Python line (innermost user frame), op, NVTX path; copies and syncs
+    issued by a host-read op become device-to-host reads."""
+    tl = ctx.tl
+    cand["file"], names["file"], cand["line"] = _user_frames(tl, cand)
+    cand["op"], names["op"], cand["path"], names["path"] = _host_context(tl, cand)
     # CPU ops whose presence around a sync means "the host reads a device value".
-    read = np.array([classify.is_host_readback_op(str(o)) for o in op_names] + [False], dtype=bool)[op_code]
-    cand["kind"] = np.where(read & (cand["kind"].to_numpy() != "alloc"), "read", cand["kind"])
+    read = np.array([classify.is_host_readback_op(str(o)) for o in names["op"]], dtype=bool)
+    cand["kind"] = np.where(read[cand["op"]] & (cand["kind"] != ALLOC), READ, cand["kind"])
+
+
+def _call_sites(cand: dict, min_count: int):
+    """Rows of each call site (API, op, file, line, NVTX path, kind) with at least min_count
+    calls, ascending; sites in the order of their first call (a groupby without sorting)."""
+    key, first = row_codes(*(cand[k] for k in ("api", "op", "file", "line", "path", "kind")))
+    by = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(key[by], np.arange(len(first) + 1))
+    for k in np.argsort(first, kind="stable"):
+        if bounds[k + 1] - bounds[k] >= min_count:
+            yield by[bounds[k]:bounds[k + 1]]
+
+
+def _frame(cand: dict, names: dict, rows: np.ndarray) -> pd.DataFrame:
+    """One call site's calls with their labels, for the finding."""
+    c = {k: v[rows] for k, v in cand.items()}
+    return pd.DataFrame({
+        "row": c["row"], "api": names["api"][c["api"]], "kind": KINDS[c["kind"]],
+        "host_ns": c["end"] - c["start"], "step": c["step"],
+        "file": names["file"][c["file"]], "line": c["line"],
+        "op": names["op"][c["op"]], "path": names["path"][c["path"]],
+        "device": c["device"], "idle": c["idle"], "win_start": c["win_start"],
+        "win_end": c["win_end"], "waited": names["act"][c["waited"]],
+        "next": names["act"][c["next"]]})
 
 
 def _next_on_thread(cthr, ct, lthr, lt) -> np.ndarray:
@@ -276,41 +311,46 @@ def _next_on_thread(cthr, ct, lthr, lt) -> np.ndarray:
     return np.where(ok, lt[order][pc], -1)
 
 
-def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray]:
-    """Innermost user-code Python frame enclosing each candidate's start (file, line)."""
-    n = len(cand)
-    files = np.full(n, "", dtype=object)
-    lines = np.full(n, -1, dtype=np.int64)
+def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Innermost user-code Python frame enclosing each candidate's start: (file code, the
+    files, line); code of "" and line -1 where there is none."""
+    n = len(cand["start"])
+    none = (np.zeros(n, dtype=np.int64), np.array([""], dtype=object),
+            np.full(n, -1, dtype=np.int64))
     f = tl.python_frames
     if len(f) == 0:
-        return files, lines
+        return none
     fcat = pd.Categorical(f["file"].astype(str))
     user = np.array([not classify.is_library_code(c) for c in fcat.categories], dtype=bool)
     keep = user[fcat.codes] if len(user) else np.zeros(len(f), bool)
     keep &= (f["end"] > f["start"]).to_numpy()  # zero-length frames enclose nothing
     fu = f[keep]
     if len(fu) == 0:
-        return files, lines
-    cthr, fthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
+        return none
+    cthr, fthr = _thread_codes((cand["pid"], cand["tid"]),
                                (fu["pid"].to_numpy(), fu["tid"].to_numpy()))
-    idx = intervals.innermost_enclosing(cand["start"].to_numpy(), cthr, fu["start"].to_numpy(),
+    idx = intervals.innermost_enclosing(cand["start"], cthr, fu["start"].to_numpy(),
                                         fu["end"].to_numpy() + 1, fthr, fu["depth"].to_numpy())
     hit = idx >= 0
+    files = np.full(n, "", dtype=object)
+    lines = np.full(n, -1, dtype=np.int64)
     files[hit] = classify.labels_at(fu["file"], idx[hit])
     lines[hit] = fu["line"].to_numpy()[idx[hit]]
-    return files, lines
+    code, uniq = _distinct(files)
+    return code, uniq, lines
 
 
-def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray]:
+def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per candidate: the outermost CPU op enclosing it ('' when none) and its NVTX /
     annotation path ('a/b/c', iterations and ops left out), from time containment level by
-    level (vectorised over candidates; zero-length ranges enclose nothing and are skipped)."""
-    n = len(cand)
-    ops = np.full(n, "", dtype=object)
-    paths = np.full(n, "", dtype=object)
+    level (vectorised over candidates; zero-length ranges enclose nothing and are skipped).
+    Returned as (op code, the ops, path code, the paths)."""
+    t = cand["start"]
+    n = len(t)
+    nothing = np.zeros(n, dtype=np.int64), np.array([""], dtype=object)
     r = tl.ranges
     if len(r) == 0:
-        return ops, paths
+        return nothing + nothing
     cat = pd.Categorical(r["name"].astype(str))
     raw = [str(c) for c in cat.categories]
     emit = [classify.emit_nvtx_op(c) for c in raw]
@@ -324,10 +364,9 @@ def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray]:
     rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
     rows = np.flatnonzero((oplike | annot) & (re_ > rs))
     if len(rows) == 0:
-        return ops, paths
-    cthr, rthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
+        return nothing + nothing
+    cthr, rthr = _thread_codes((cand["pid"], cand["tid"]),
                                (r["pid"].to_numpy()[rows], r["tid"].to_numpy()[rows]))
-    t = cand["start"].to_numpy()
     depth = r["depth"].to_numpy()[rows]
     t0 = int(min(rs[rows].min(), t.min()))
     span = np.int64(int(max(re_[rows].max(), t.max())) - t0 + 2)
@@ -344,32 +383,34 @@ def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray]:
         hit = (pos >= 0) & (key[np.clip(pos, 0, None)] // span == cthr) & (re_[c] > t)
         levels.append(np.where(hit & annot[c], codes[c], -1))
         root = np.where((root < 0) & hit & oplike[c], c, root)
-    has = root >= 0
-    ops[has] = norm[codes[root[has]]]
-    mat = np.stack(levels, axis=1)
+    op_code, op_names = _distinct(norm)          # norm's last label is "": no enclosing op
+    ops = op_code[np.where(root >= 0, codes[np.maximum(root, 0)], len(norm) - 1)]
     inv, first = row_codes(*levels)  # = np.unique(mat, axis=0, return_inverse=True), faster
-    uniq = mat[first]
+    uniq = np.stack(levels, axis=1)[first]
     text = np.array(["/".join(norm[c] for c in u if c >= 0) for u in uniq], dtype=object)
-    return ops, text[inv.reshape(-1)]  # the join above loops over distinct paths only
+    path_code, path_names = _distinct(text)    # the join above loops over distinct paths only
+    return ops, op_names, path_code[inv], path_names
 
 
 # -------------------------------------------------------------------------------------------
 # GPU idle caused
 
 
-def _attach_idle(ctx, cand: pd.DataFrame) -> None:
-    """Device, caused GPU idle window, the work waited for and the work that ended the idle."""
+def _attach_idle(ctx, cand: dict, names: dict) -> None:
+    """Device, caused GPU idle window, the work waited for and the work that ended the idle
+    (as codes of GPU activity names, names["act"])."""
     tl = ctx.tl
-    n = len(cand)
+    n = len(cand["row"])
     device = _devices(ctx, cand)
     cand["device"] = device
     idle = np.zeros(n, dtype=np.int64)
-    win_s = cand["start"].to_numpy().copy()
-    win_e = cand["end"].to_numpy().copy()
-    waited = np.full(n, "", dtype=object)
-    nxt_name = np.full(n, "", dtype=object)
+    win_s = cand["start"].copy()
+    win_e = cand["end"].copy()
     act = tl.gpu_activity
     labels, codes = _labels_codes(act["name"])      # names looked up only for the answers
+    names["act"] = labels
+    waited = np.full(n, len(labels) - 1, dtype=np.int64)      # the last label is ""
+    nxt_name = np.full(n, len(labels) - 1, dtype=np.int64)
     for dev in np.unique(device):  # loop over devices
         if dev < 0:
             continue
@@ -380,7 +421,7 @@ def _attach_idle(ctx, cand: pd.DataFrame) -> None:
         bs, be = intervals.merge(a_s, a_e)
         if len(bs) == 0:
             continue
-        cs, ce = cand["start"].to_numpy()[on], cand["end"].to_numpy()[on]
+        cs, ce = cand["start"][on], cand["end"][on]
         # First GPU activity start after the call returns; 0 idle when the GPU is busy then.
         i = np.searchsorted(bs, ce, side="right")
         busy_at_end = (i > 0) & (be[np.clip(i - 1, 0, None)] > ce)
@@ -404,20 +445,21 @@ def _attach_idle(ctx, cand: pd.DataFrame) -> None:
         # The work the call waited for: the last activity ending at or before the call's end.
         eo = np.argsort(a_e, kind="stable")
         k = np.searchsorted(a_e[eo], ce, side="right") - 1
-        waited[on] = np.where(k >= 0, labels[a_c[eo][np.clip(k, 0, None)]], "")
+        waited[on] = np.where(k >= 0, a_c[eo][np.clip(k, 0, None)], len(labels) - 1)
         so = np.argsort(a_s, kind="stable")
         k2 = np.searchsorted(a_s[so], ce, side="left")
-        nxt_name[on] = np.where(k2 < len(so), labels[a_c[so][np.clip(k2, 0, len(so) - 1)]], "")
+        nxt_name[on] = np.where(k2 < len(so), a_c[so][np.clip(k2, 0, len(so) - 1)],
+                                len(labels) - 1)
     cand["idle"] = np.maximum(idle, 0)
     cand["win_start"], cand["win_end"] = win_s, win_e
     cand["waited"], cand["next"] = waited, nxt_name
 
 
-def _devices(ctx, cand: pd.DataFrame) -> np.ndarray:
+def _devices(ctx, cand: dict) -> np.ndarray:
     """Device per candidate: its sync/copy record, else the device the thread last launched
     on, else the only device in use; -1 when unknown."""
     tl = ctx.tl
-    n = len(cand)
+    n = len(cand["row"])
     device = np.full(n, -1, dtype=np.int64)
     api = tl.api_calls
     # api row -> device of the GPU activity it launched (copies, kernels, memsets)
@@ -437,16 +479,16 @@ def _devices(ctx, cand: pd.DataFrame) -> np.ndarray:
         good = (s_corr >= 0) & (sy["device"].to_numpy() >= 0)
         m = pd.Series(sy["device"].to_numpy()[good], index=s_key[good])
         m = m[~m.index.duplicated()]
-        rows = cand["row"].to_numpy()
+        rows = cand["row"]
         hit = pd.Series(a_key[rows]).map(m).to_numpy()
         hit = np.where(a_corr[rows] >= 0, hit, np.nan)
         device = np.where(np.isnan(hit), -1, np.nan_to_num(hit, nan=-1)).astype(np.int64)
-    own = api_dev[cand["row"].to_numpy()]
+    own = api_dev[cand["row"]]
     device = np.where(device >= 0, device, own)
     # the device this thread last launched on
     has = api_dev >= 0
     if has.any() and (device < 0).any():
-        cthr, lthr = _thread_codes((cand["pid"].to_numpy(), cand["tid"].to_numpy()),
+        cthr, lthr = _thread_codes((cand["pid"], cand["tid"]),
                                    (api["pid"].to_numpy()[has], api["tid"].to_numpy()[has]))
         ls = api["start"].to_numpy()[has]
         ld = api_dev[has]
@@ -455,7 +497,7 @@ def _devices(ctx, cand: pd.DataFrame) -> np.ndarray:
         lk = lthr * span + (ls - t0)
         order = np.argsort(lk, kind="stable")
         lk, ld = lk[order], ld[order]
-        qk = cthr * span + (cand["start"].to_numpy() - t0)
+        qk = cthr * span + (cand["start"] - t0)
         pos = np.searchsorted(lk, qk, side="right") - 1
         pc = np.clip(pos, 0, None)
         prev = np.where((pos >= 0) & (lk[pc] // span == cthr), ld[pc], -1)
