@@ -9,6 +9,7 @@ import time
 
 import pandas as pd
 
+from ..heap import trim
 from ..timeline.model import Timeline
 from .baseline import apply_baseline, read_baseline
 from .config import Config
@@ -80,6 +81,7 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
             skipped[rule_cls.id] = why
             continue
         findings += list(rule.check(ctx))
+        trim()               # the rule's freed arrays go back to the OS before the next rule
         instances[rule_cls.id] = rule
         elapsed[rule_cls.id] = time.perf_counter() - t0
     findings, suppressed = _accepted(findings, config)
