@@ -10,7 +10,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify, intervals
-from tracelint.timeline.codes import row_codes
+from tracelint.timeline.codes import distinct_labels, mode_label, row_codes
 from tracelint.timeline.codes import thread_codes as _thread_codes
 from tracelint.whatif.edits import RemoveSync
 
@@ -86,16 +86,18 @@ class HiddenSync(Rule):
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options
-        if len(tl.api_calls) == 0:
+        api = tl.api_calls
+        if len(api) == 0:
             return
         cand, names = _candidates(ctx)
         if len(cand["row"]) == 0:
             return
-        cand = _in_scope(ctx, cand)
+        thread = row_codes(api["pid"].to_numpy(), api["tid"].to_numpy())[0]  # per API call
+        cand = _in_scope(ctx, cand, thread)
         if len(cand["row"]) == 0:
             return
         _attach_call_site(ctx, cand, names)
-        _attach_idle(ctx, cand, names)
+        _attach_idle(ctx, cand, names, thread)
         span = max(tl.span_ns, 1)
         for rows in _call_sites(cand, opt.min_count):
             idle = int(cand["idle"][rows].sum())
@@ -105,21 +107,23 @@ class HiddenSync(Rule):
                 continue
             if idle < opt.min_idle_share * span:
                 continue
-            yield self._finding(ctx, _frame(cand, names, rows), idle, span)
+            yield self._finding(ctx, {k: v[rows] for k, v in cand.items()}, names, idle, span)
 
     # ---------------------------------------------------------------------------------------
-    def _finding(self, ctx, g: pd.DataFrame, idle: int, span: int):
+    def _finding(self, ctx, g: dict, names: dict, idle: int, span: int):
+        """g: one call site's calls (candidate columns, names as codes into names)."""
         opt = self.options
-        rep_i = int(g["idle"].to_numpy().argmax())
-        rep = g.iloc[rep_i]
-        row = int(rep["row"])
+        rep = int(g["idle"].argmax())
+        row = int(g["row"][rep])
         where = ctx.where_for_api(row)
-        device = int(rep["device"])
+        device = int(g["device"][rep])
         where.device = device if device >= 0 else None
-        where.start_ns, where.end_ns = int(rep["win_start"]), int(rep["win_end"])
-        api_name, op, kind = str(rep["api"]), str(rep["op"]), str(rep["kind"])
-        blocked = int(g["host_ns"].sum())
-        n, iters = len(g), int(g.loc[g["step"] >= 0, "step"].nunique())
+        where.start_ns, where.end_ns = int(g["win_start"][rep]), int(g["win_end"][rep])
+        api_name, op = str(names["api"][g["api"][rep]]), str(names["op"][g["op"][rep]])
+        kind = str(KINDS[g["kind"][rep]])
+        host_ns = g["end"] - g["start"]
+        blocked = int(host_ns.sum())
+        n, iters = len(host_ns), len(np.unique(g["step"][g["step"] >= 0]))
         label = {"read": "device-to-host read", "sync": "synchronisation",
                  "copy": "synchronous device-to-host copy", "alloc": "allocator call"}[kind]
         via = f" in `{op}`" if op else ""
@@ -135,27 +139,27 @@ class HiddenSync(Rule):
             host_blocked_ns=Measure(blocked, "ns"), gpu_idle_after_ns=Measure(idle, "ns"),
             idle_share=Measure(round(idle / span, 4), "ratio"),
             median_idle_ns=Measure(float(np.median(g["idle"])), "ns"),
-            median_call_ns=Measure(float(np.median(g["host_ns"])), "ns"))
-        waited = g["waited"].replace("", np.nan).dropna()
-        nxt = g["next"].replace("", np.nan).dropna()
-        if len(waited) or len(nxt):
-            w_name = waited.mode().iat[0] if len(waited) else "nothing"
-            n_name = nxt.mode().iat[0] if len(nxt) else "nothing"
+            median_call_ns=Measure(float(np.median(host_ns)), "ns"))
+        w_name, n_name = mode_label(names["act"], g["waited"]), mode_label(names["act"], g["next"])
+        if w_name is not None or n_name is not None:
             kernel = Evidence.measured(
-                f"Most often the call waited for `{w_name}` to finish, and the GPU resumed with "
-                f"`{n_name}`; the largest idle after one call is {g['idle'].max() / 1e3:.1f} µs.",
+                f"Most often the call waited for `{w_name or 'nothing'}` to finish, and the GPU "
+                f"resumed with `{n_name or 'nothing'}`; the largest idle after one call is "
+                f"{g['idle'].max() / 1e3:.1f} µs.",
                 largest_idle_ns=Measure(int(g["idle"].max()), "ns"),
                 calls_with_idle=Measure(int((g["idle"] > 0).sum()), "count"))
-            where.kernel = str(w_name) if len(waited) else None
+            where.kernel = w_name
         else:
             kernel = Evidence.not_captured(
                 "No GPU activity could be tied to these calls' device.",
                 "nsys profile -t cuda, or torch.profiler with ProfilerActivity.CUDA")
-        micro = ctx.microarch(device if device >= 0 else None, int(rep["win_start"]), int(rep["win_end"]),
+        micro = ctx.microarch(device if device >= 0 else None, where.start_ns, where.end_ns,
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
-        order = np.argsort(-g["idle"].to_numpy(), kind="stable")[: opt.top]
-        windows = [(int(g["win_start"].iat[i]), int(g["win_end"].iat[i])) for i in order]
-        key = "|".join([kind, api_name, op, str(rep["file"] or ""), str(rep["line"]), str(rep["path"])])
+        order = np.argsort(-g["idle"], kind="stable")[: opt.top]
+        windows = [(int(g["win_start"][i]), int(g["win_end"][i])) for i in order]
+        file = names["file"][g["file"][rep]]
+        key = "|".join([kind, api_name, op, str(file or ""), str(g["line"][rep]),
+                        str(names["path"][g["path"][rep]])])
         return self.finding(
             ctx,
             message=(f"`{api_name}`{via}{at} blocks the host {n}× ({blocked / 1e6:.2f} ms); {dev} idles "
@@ -187,13 +191,6 @@ def _labels_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return labels, np.where(codes >= 0, codes, len(labels) - 1)
 
 
-def _distinct(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(code of each label, the distinct labels): equal labels share one code, so grouping on
-    codes groups as on the labels themselves."""
-    code, uniq = pd.factorize(np.asarray(labels, dtype=object), use_na_sentinel=False)
-    return code, np.asarray(uniq, dtype=object)
-
-
 def _candidates(ctx) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Host-blocking api_calls rows (blocking syncs, synchronous D2H copies, allocator calls) as
     columns, names as codes; and the label arrays those codes index."""
@@ -220,16 +217,16 @@ def _candidates(ctx) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     kind = np.where(is_sync, SYNC, np.where(is_copy, COPY, np.where(is_alloc, ALLOC, 0))) \
         .astype(np.int8)
     sel = np.flatnonzero(kind)
-    api_code, api_names = _distinct(labels)
+    api_code, api_names = distinct_labels(labels)
     return {"row": sel, "api": api_code[codes[sel]], "kind": kind[sel],
             **{c: api[c].to_numpy()[sel] for c in ("pid", "tid", "start", "end")}}, \
         {"api": api_names}
 
 
-def _in_scope(ctx, cand: dict) -> dict:
+def _in_scope(ctx, cand: dict, thread: np.ndarray) -> dict:
     """The candidates in scope, with their iteration and end-of-iteration flag: inside an
     iteration (without iterations: every sync, no allocation), on a thread that issues GPU
-    work."""
+    work. thread: the thread code of every API call."""
     tl = ctx.tl
     t = cand["start"]
     n = len(t)
@@ -249,8 +246,7 @@ def _in_scope(ctx, cand: dict) -> dict:
     # Last GPU-facing call of its iteration on this thread?
     api = tl.api_calls
     lsel = classify.in_labels(tl.api_role, ("launch", "copy", "memset"))
-    cthr, lthr = _thread_codes((cand["pid"], cand["tid"]),
-                               (api["pid"].to_numpy()[lsel], api["tid"].to_numpy()[lsel]))
+    cthr, lthr = thread[cand["row"]], thread[lsel]
     nxt = _next_on_thread(cthr, cand["end"], lthr, api["start"].to_numpy()[lsel])
     # A thread that never issues GPU work (a pin-memory or logging thread) cannot starve the GPU.
     keep = np.flatnonzero(in_scope & np.isin(cthr, lthr))
@@ -280,19 +276,6 @@ def _call_sites(cand: dict, min_count: int):
     for k in np.argsort(first, kind="stable"):
         if bounds[k + 1] - bounds[k] >= min_count:
             yield by[bounds[k]:bounds[k + 1]]
-
-
-def _frame(cand: dict, names: dict, rows: np.ndarray) -> pd.DataFrame:
-    """One call site's calls with their labels, for the finding."""
-    c = {k: v[rows] for k, v in cand.items()}
-    return pd.DataFrame({
-        "row": c["row"], "api": names["api"][c["api"]], "kind": KINDS[c["kind"]],
-        "host_ns": c["end"] - c["start"], "step": c["step"],
-        "file": names["file"][c["file"]], "line": c["line"],
-        "op": names["op"][c["op"]], "path": names["path"][c["path"]],
-        "device": c["device"], "idle": c["idle"], "win_start": c["win_start"],
-        "win_end": c["win_end"], "waited": names["act"][c["waited"]],
-        "next": names["act"][c["next"]]})
 
 
 def _next_on_thread(cthr, ct, lthr, lt) -> np.ndarray:
@@ -336,7 +319,7 @@ def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lines = np.full(n, -1, dtype=np.int64)
     files[hit] = classify.labels_at(fu["file"], idx[hit])
     lines[hit] = fu["line"].to_numpy()[idx[hit]]
-    code, uniq = _distinct(files)
+    code, uniq = distinct_labels(files)
     return code, uniq, lines
 
 
@@ -383,12 +366,12 @@ def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
         hit = (pos >= 0) & (key[np.clip(pos, 0, None)] // span == cthr) & (re_[c] > t)
         levels.append(np.where(hit & annot[c], codes[c], -1))
         root = np.where((root < 0) & hit & oplike[c], c, root)
-    op_code, op_names = _distinct(norm)          # norm's last label is "": no enclosing op
+    op_code, op_names = distinct_labels(norm)          # norm's last label is "": no enclosing op
     ops = op_code[np.where(root >= 0, codes[np.maximum(root, 0)], len(norm) - 1)]
     inv, first = row_codes(*levels)  # = np.unique(mat, axis=0, return_inverse=True), faster
     uniq = np.stack(levels, axis=1)[first]
     text = np.array(["/".join(norm[c] for c in u if c >= 0) for u in uniq], dtype=object)
-    path_code, path_names = _distinct(text)    # the join above loops over distinct paths only
+    path_code, path_names = distinct_labels(text)    # the join above loops over distinct paths only
     return ops, op_names, path_code[inv], path_names
 
 
@@ -396,12 +379,12 @@ def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 # GPU idle caused
 
 
-def _attach_idle(ctx, cand: dict, names: dict) -> None:
+def _attach_idle(ctx, cand: dict, names: dict, thread: np.ndarray) -> None:
     """Device, caused GPU idle window, the work waited for and the work that ended the idle
     (as codes of GPU activity names, names["act"])."""
     tl = ctx.tl
     n = len(cand["row"])
-    device = _devices(ctx, cand)
+    device = _devices(ctx, cand, thread)
     cand["device"] = device
     idle = np.zeros(n, dtype=np.int64)
     win_s = cand["start"].copy()
@@ -455,7 +438,7 @@ def _attach_idle(ctx, cand: dict, names: dict) -> None:
     cand["waited"], cand["next"] = waited, nxt_name
 
 
-def _devices(ctx, cand: dict) -> np.ndarray:
+def _devices(ctx, cand: dict, thread: np.ndarray) -> np.ndarray:
     """Device per candidate: its sync/copy record, else the device the thread last launched
     on, else the only device in use; -1 when unknown."""
     tl = ctx.tl
@@ -488,8 +471,7 @@ def _devices(ctx, cand: dict) -> np.ndarray:
     # the device this thread last launched on
     has = api_dev >= 0
     if has.any() and (device < 0).any():
-        cthr, lthr = _thread_codes((cand["pid"], cand["tid"]),
-                                   (api["pid"].to_numpy()[has], api["tid"].to_numpy()[has]))
+        cthr, lthr = thread[cand["row"]], thread[has]
         ls = api["start"].to_numpy()[has]
         ld = api_dev[has]
         t0 = int(min(ls.min(), cand["start"].min()))

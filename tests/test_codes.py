@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracelint.timeline.codes import row_codes, thread_codes
+import pandas as pd
+
+from tracelint.timeline.codes import distinct_labels, mode_label, row_codes, thread_codes
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
@@ -43,3 +45,18 @@ def test_thread_codes_shared_across_arrays_on_a_real_trace():
     assert [len(g) for g in got] == [len(p[0]) for p in pairs]
     assert np.array_equal(np.concatenate(got), inv)
     assert len(np.unique(inv)) > 1
+
+
+def test_distinct_labels_and_their_mode_agree_with_pandas_on_random_labels():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        # labels as a categorical's categories plus "", so "" may repeat; NaN is a label too
+        pool = np.array(["", "b", "a", "ab", "", np.nan, "a "], dtype=object)
+        labels = pool[rng.integers(0, len(pool), rng.integers(1, 6))]
+        code, uniq = distinct_labels(labels)
+        assert [str(x) for x in uniq[code]] == [str(x) for x in labels]
+        assert len(uniq) == len(pd.unique(pd.Series(labels, dtype=object)))
+        rows = rng.integers(0, len(labels), rng.integers(0, 30))
+        want = pd.Series(labels[rows], dtype=object).replace("", np.nan).dropna()
+        got = mode_label(labels, rows)
+        assert got == (want.mode().iat[0] if len(want) else None), (labels, rows)

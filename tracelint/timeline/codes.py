@@ -35,3 +35,25 @@ def thread_codes(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
     allt = np.concatenate([np.asarray(t, dtype=np.int64) for _, t in pairs])
     codes, _ = row_codes(allp, allt)
     return np.split(codes, np.cumsum([len(p) for p, _ in pairs])[:-1])
+
+
+def distinct_labels(labels) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each label, the distinct labels): equal labels share one code, so grouping on
+    codes groups as on the labels themselves (a categorical's labels plus an added "" may
+    repeat one)."""
+    code, uniq = pd.factorize(np.asarray(labels, dtype=object), use_na_sentinel=False)
+    return code, np.asarray(uniq, dtype=object)
+
+
+def mode_label(labels: np.ndarray, codes: np.ndarray) -> str | None:
+    """The most frequent non-empty str label of the rows' codes (the smallest label on a tie,
+    as pandas' Series.mode), None when every label is empty: counted per code, not per row."""
+    tally: dict[str, int] = {}
+    used, counts = np.unique(codes, return_counts=True)
+    for label, k in zip(labels[used], counts.tolist()):
+        if isinstance(label, str) and label:
+            tally[label] = tally.get(label, 0) + k
+    if not tally:
+        return None
+    top = max(tally.values())
+    return min(label for label, k in tally.items() if k == top)

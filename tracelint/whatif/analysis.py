@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..heap import trim
 from ..timeline.model import Timeline
 from .critical_path import critical_path
 from .edits import EditSet
@@ -17,10 +18,13 @@ class WhatIf:
     def __init__(self, tl: Timeline):
         self.tl = tl
         self.graph: RunGraph = build(tl)
+        trim()                     # the build's freed frames, before the replays (tracelint.heap)
         self.base: Replay = replay(self.graph)
 
     def run(self, edits: Sequence) -> Replay:
-        return replay(self.graph, EditSet(list(edits)).plan(self.graph))
+        out = replay(self.graph, EditSet(list(edits)).plan(self.graph))
+        trim()
+        return out
 
     def saving(self, edits: Sequence) -> tuple[int, dict[int, int]]:
         """Wall time saved by the edits over the run and per iteration (ns, never negative
