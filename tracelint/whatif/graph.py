@@ -27,10 +27,12 @@ import numpy as np
 import pandas as pd
 
 from ..timeline import classify
+from ..timeline.codes import row_codes
 from ..timeline.model import Timeline
 
 #: host item kinds
 API, MARK = 0, 1
+GPU_TABLES = ("kernels", "copies", "memsets")
 #: A non-sync call counts as blocked on a GPU op when it returned within this long of the op's
 #: end and spent most of its time after the op started (implicit syncs: cudaMemcpy, cudaFree).
 RETURN_SLACK_NS = 20_000
@@ -52,7 +54,7 @@ class RunGraph:
     h_thread: np.ndarray
     h_start: np.ndarray
     h_end: np.ndarray
-    h_kind: np.ndarray          # API | MARK
+    h_kind: np.ndarray          # int8: API | MARK
     h_name: pd.Categorical      # call name ('' for markers)
     h_role: pd.Categorical      # launch | sync | copy | memset | alloc | other | marker
     h_prev: np.ndarray          # previous item on the thread, -1: anchored at its own time
@@ -63,7 +65,7 @@ class RunGraph:
     h_extra: dict               # host item -> more GPU ops it waits for (device syncs)
     h_api_row: np.ndarray       # api_calls row, -1 for markers
     h_step: np.ndarray          # iteration number at step markers, -1 elsewhere
-    h_step_edge: np.ndarray     # 0 step start marker, 1 step end marker, -1 elsewhere
+    h_step_edge: np.ndarray     # int8: 0 step start marker, 1 step end marker, -1 elsewhere
     h_driving: np.ndarray       # bool: the item's thread launches GPU work or waits for it
     # GPU ops
     g_device: np.ndarray
@@ -71,7 +73,7 @@ class RunGraph:
     g_start: np.ndarray
     g_end: np.ndarray
     g_name: pd.Categorical
-    g_table: np.ndarray         # object: kernels | copies | memsets
+    g_table: pd.Categorical     # kernels | copies | memsets
     g_row: np.ndarray
     g_class: pd.Categorical     # kernel class, "copy" or "memset"
     g_launch: np.ndarray        # host item that launched it, -1 unknown
@@ -122,50 +124,56 @@ def categorical(values, extra: tuple[str, ...] = ()) -> pd.Categorical:
     return cat.add_categories(new) if new else cat
 
 
-def _filled(cat: pd.Categorical, label: str, n: int) -> pd.Categorical:
-    """n rows of `label`, with cat's categories (so that the parts concatenate as codes)."""
-    return pd.Categorical.from_codes(np.full(n, cat.categories.get_loc(label)), dtype=cat.dtype)
-
-
 def _host_items(tl: Timeline) -> pd.DataFrame:
+    """API calls and markers, sorted by thread, then start (markers before calls at a start,
+    parents before children). Built one column at a time: at 23 M calls a frame of all the
+    parts plus its sorted copy was a 4 GB transient."""
     api = tl.api_calls
     names = categorical(api["name"], ("",))
     roles = categorical(tl.api_role if len(api) else pd.Categorical([]), ("marker",))
-    items = [pd.DataFrame({
-        "pid": api["pid"].to_numpy(), "tid": api["tid"].to_numpy(),
-        "start": api["start"].to_numpy(), "end": api["end"].to_numpy(),
-        "kind": API, "name": names, "role": roles,
-        "api_row": np.arange(len(api)), "step": -1, "edge": -1, "order": 1})]
+    n = len(api)
+    parts = [{"pid": api["pid"].to_numpy(np.int64), "tid": api["tid"].to_numpy(np.int64),
+              "start": api["start"].to_numpy(np.int64), "end": api["end"].to_numpy(np.int64),
+              "kind": np.full(n, API, np.int8), "name": np.asarray(names.codes),
+              "role": np.asarray(roles.codes), "api_row": np.arange(n, dtype=np.int64),
+              "step": np.full(n, -1, np.int64), "edge": np.full(n, -1, np.int8),
+              "order": np.full(n, 1, np.int8)}]
 
-    def markers(pid, tid, t, step, edge, order) -> pd.DataFrame:
-        return pd.DataFrame({"pid": pid, "tid": tid, "start": t, "end": t, "kind": MARK,
-                             "name": _filled(names, "", len(t)),
-                             "role": _filled(roles, "marker", len(t)), "api_row": -1,
-                             "step": step, "edge": edge, "order": order})
+    def markers(pid, tid, t, step, edge, order) -> None:
+        m = len(t)
+        parts.append({"pid": pid, "tid": tid, "start": t, "end": t, "kind": np.full(m, MARK, np.int8),
+                      "name": np.full(m, names.categories.get_loc(""), names.codes.dtype),
+                      "role": np.full(m, roles.categories.get_loc("marker"), roles.codes.dtype),
+                      "api_row": np.full(m, -1, np.int64), "step": np.broadcast_to(step, m),
+                      "edge": np.full(m, edge, np.int8), "order": np.full(m, order, np.int8)})
     bounds = _thread_bounds(tl)
     for col, order in (("lo", 0), ("hi", 3)):
-        items.append(markers(bounds["pid"].to_numpy(np.int64), bounds["tid"].to_numpy(np.int64),
-                             bounds[col].to_numpy(np.int64), -1, -1, order))
+        markers(bounds["pid"].to_numpy(np.int64), bounds["tid"].to_numpy(np.int64),
+                bounds[col].to_numpy(np.int64), -1, -1, order)
     r = tl.ranges
     if len(r):
         st = r[(r["kind"] == "step").to_numpy()]
         for col, edge, order in (("start", 0, 0), ("end", 1, 2)):
-            items.append(markers(st["pid"].to_numpy(), st["tid"].to_numpy(),
-                                 st[col].to_numpy(np.int64), st["step"].to_numpy(), edge, order))
-    h = pd.concat(items, ignore_index=True)
-    del items                        # one unsorted and one sorted copy at a time, not three
-    thread = h.groupby(["pid", "tid"], sort=False).ngroup().to_numpy()
+            markers(st["pid"].to_numpy(np.int64), st["tid"].to_numpy(np.int64),
+                    st[col].to_numpy(np.int64), st["step"].to_numpy(np.int64), edge, order)
+
+    def column(name: str) -> np.ndarray:
+        return np.concatenate([p[name] for p in parts])
+    codes, first = row_codes(column("pid"), column("tid"))
+    renumber = np.empty(len(first), dtype=np.int64)       # threads in order of first appearance
+    renumber[np.argsort(first, kind="stable")] = np.arange(len(first))
+    thread = renumber[codes]
+    del codes
     # parents before children at equal starts (longer first); markers before calls at a start
     # (np.lexsort is stable: the same order as a stable sort_values on these keys)
-    order = np.lexsort((-h["end"].to_numpy(), h["order"].to_numpy(), h["start"].to_numpy(),
-                        thread))
+    order = np.lexsort((-column("end"), column("order"), column("start"), thread))
     cols = {"thread": thread[order]}
     del thread
-    for c in list(h.columns):        # column by column, so no second whole frame is built
-        col = h[c]
-        cols[c] = col.array[order] if isinstance(col.dtype, pd.CategoricalDtype) \
-            else col.to_numpy()[order]
-    del h
+    for c in parts[0]:
+        cols[c] = column(c)[order]
+    del parts
+    cols["name"] = pd.Categorical.from_codes(cols["name"], dtype=names.dtype)
+    cols["role"] = pd.Categorical.from_codes(cols["role"], dtype=roles.dtype)
     return pd.DataFrame(cols, copy=False)
 
 
@@ -197,7 +205,7 @@ def _launch_links(tl: Timeline, act: pd.DataFrame, h: pd.DataFrame) -> np.ndarra
     item_of_row = np.full(len(tl.api_calls), -1, dtype=np.int64)
     is_api = h["api_row"].to_numpy() >= 0
     item_of_row[h["api_row"].to_numpy()[is_api]] = np.flatnonzero(is_api)
-    for t in ("kernels", "copies", "memsets"):
+    for t in GPU_TABLES:
         sel = (act["table"] == t).to_numpy()
         if sel.any():
             rows = tl.launch_index(t)[act["row"].to_numpy()[sel]]
@@ -210,13 +218,16 @@ def _gpu_ops(tl: Timeline) -> pd.DataFrame:
     pid = np.full(len(act), -1, dtype=np.int64)
     kc = categorical(tl.kernel_class if len(tl.kernels) else pd.Categorical([]), ("copy", "memset"))
     cls = np.full(len(act), -1, dtype=np.int64)     # codes into the kernel classes
-    for t in ("kernels", "copies", "memsets"):
+    table = np.zeros(len(act), dtype=np.int8)       # codes into GPU_TABLES
+    for i, t in enumerate(GPU_TABLES):
         sel = (act["table"] == t).to_numpy()
         rows = act["row"].to_numpy()[sel]
+        table[sel] = i
         pid[sel] = tl.table(t)["pid"].to_numpy()[rows]
         cls[sel] = np.asarray(kc.codes)[rows] if t == "kernels" else \
             kc.categories.get_loc("copy" if t == "copies" else "memset")
-    act = act.assign(pid=pid, cls=pd.Categorical.from_codes(cls, dtype=kc.dtype))
+    act = act.assign(pid=pid, cls=pd.Categorical.from_codes(cls, dtype=kc.dtype),
+                     table=pd.Categorical.from_codes(table, categories=GPU_TABLES))
     return act.sort_values(["device", "stream", "start"], kind="stable", ignore_index=True)
 
 
@@ -424,14 +435,14 @@ def build(tl: Timeline) -> RunGraph:
     drives[thread[target >= 0]] = True
     return RunGraph(
         span_start=int(lo), span_end=int(hi),
-        h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(np.int64),
+        h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(),
         h_name=h["name"].array, h_role=h["role"].array,
         h_prev=prev, h_inside=inside, h_gap=gap, h_target=target, h_ret=ret, h_extra=extra,
         h_api_row=h["api_row"].to_numpy(np.int64), h_step=h["step"].to_numpy(np.int64),
-        h_step_edge=h["edge"].to_numpy(np.int64), h_driving=drives[thread],
+        h_step_edge=h["edge"].to_numpy(), h_driving=drives[thread],
         g_device=g["device"].to_numpy(np.int64), g_stream=g["stream"].to_numpy(np.int64),
         g_start=g["start"].to_numpy(np.int64), g_end=g["end"].to_numpy(np.int64),
-        g_name=categorical(g["name"]), g_table=g["table"].to_numpy(object),
+        g_name=categorical(g["name"]), g_table=g["table"].array,
         g_row=g["row"].to_numpy(np.int64), g_class=g["cls"].array,
         g_launch=launch, g_lat=lat, g_spred=spred, g_qgap=qgap, g_xpred=xpred, g_xgap=xgap,
         g_kind=pd.Categorical.from_codes(kind, dtype=kinds.dtype), r_thread=r_thread,
