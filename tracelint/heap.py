@@ -16,21 +16,31 @@ Only glibc has these calls; elsewhere both functions do nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # mallopt parameters (malloc.h)
 #: Above this size an allocation still gets its own mapping (and is unmapped when freed).
 KEEP_BELOW = 1 << 30
 
-_LIBC = None
-if sys.platform.startswith("linux"):
-    try:
-        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        _LIBC.malloc_trim.argtypes, _LIBC.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
-        _LIBC.mallopt.argtypes, _LIBC.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    except (OSError, AttributeError):    # musl and other C libraries: no malloc_trim / mallopt
-        _LIBC = None
+
+def _libc():
+    """glibc, or None. By its usual name first: ctypes.util.find_library runs `ldconfig -p`
+    (13 ms of every command's start)."""
+    for name in ("libc.so.6", None):
+        try:
+            if name is None:
+                from ctypes.util import find_library
+                name = find_library("c") or "libc.so.6"
+            libc = ctypes.CDLL(name)
+            libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+            libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+            return libc
+        except (OSError, AttributeError):    # musl and other C libraries: no malloc_trim
+            continue
+    return None
+
+
+_LIBC = _libc() if sys.platform.startswith("linux") else None
 
 
 def trim() -> None:
