@@ -151,3 +151,51 @@ def test_copy_kind_rank_equals_unique_of_the_labels(seed):
     c = pd.Categorical(vals, categories=cats)
     want = np.unique(np.asarray(c, dtype=object).astype(str), return_inverse=True)[1]
     assert _label_rank(c).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("name", ["nsys/nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite",
+                                  "torch/hta_event_sync_a100.json.gz"])
+def test_blocking_calls_found_in_chunks_equal_one_pass(name, monkeypatch):
+    """The blocking test runs over the calls in chunks; tiny chunks give the same waits."""
+    import tracelint.whatif.graph as graph
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip("shared trace not present")
+    tl = tracelint.load(path)
+    whole = build(tl)
+    assert (whole.h_target >= 0).sum() > 0
+    monkeypatch.setattr(graph, "BLOCK_CHUNK", 7)
+    chunked = build(tl)
+    assert np.array_equal(whole.h_target, chunked.h_target)
+    assert np.array_equal(whole.h_ret, chunked.h_ret)
+    assert whole.h_extra == chunked.h_extra
+
+
+def _chain_reference(thread, start, end):
+    """The plain numpy version _chain replaced (a temporary per step)."""
+    n = len(start)
+    idx = np.arange(n)
+    first = np.r_[True, thread[1:] != thread[:-1]]
+    big = np.int64(1) << np.int64(62)
+    key = (end - end.min()) + thread.astype(np.int64) * (big // max(int(thread.max()) + 1, 1))
+    cm = np.maximum.accumulate(key)
+    holder = np.maximum.accumulate(np.where(key >= cm, idx, 0))
+    prev = np.where(first, -1, np.r_[-1, holder[:-1]])
+    p = np.maximum(prev, 0)
+    inside = (prev >= 0) & (start < end[p])
+    gap = np.where(inside, start - start[p], start - end[p])
+    return prev, inside, np.where(prev >= 0, gap, 0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_chain_in_place_equals_the_plain_version(seed):
+    from tracelint.whatif.graph import _chain
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    thread = np.sort(rng.integers(0, 5, n))
+    start = rng.integers(0, 1000, n)
+    start = start[np.lexsort((start, thread))]
+    end = start + rng.integers(0, 300, n)
+    got, want = _chain(thread, start, end), _chain_reference(thread, start, end)
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b)

@@ -38,6 +38,8 @@ GPU_TABLES = ("kernels", "copies", "memsets")
 RETURN_SLACK_NS = 20_000
 #: ... and took at least this much longer than the median call of its name.
 EXCESS_NS = 10_000
+#: Host calls tested for a blocking wait at a time (bounds the test's temporaries).
+BLOCK_CHUNK = 1 << 20
 #: An op waited for another stream's op when it started within this long of that op's end.
 XSTREAM_SLACK_NS = 10_000
 _QUERY = re.compile(r"Query", re.IGNORECASE)
@@ -179,22 +181,39 @@ def _host_items(tl: Timeline) -> pd.DataFrame:
 
 def _chain(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
     """Per thread: the item holding the running maximum end before each item, and whether
-    the item starts inside it (nested) or after it."""
+    the item starts inside it (nested) or after it. In place where it can: at 23 M host items
+    each temporary is 184 MB."""
     n = len(start)
-    idx = np.arange(n)
-    first = np.r_[True, thread[1:] != thread[:-1]] if n else np.zeros(0, bool)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64)
+    first = np.empty(n, dtype=bool)
+    first[0] = True
+    np.not_equal(thread[1:], thread[:-1], out=first[1:])
     # running max of end within each thread: offset ends by thread so one accumulate suffices
     big = np.int64(1) << np.int64(62)
-    lo = end.min() if n else 0
-    key = (end - lo) + thread.astype(np.int64) * (big // max(int(thread.max()) + 1, 1) if n else 0)
-    cm = np.maximum.accumulate(key) if n else key
-    holder = np.maximum.accumulate(np.where(key >= cm, idx, 0)) if n else idx
-    prev = np.r_[-1, holder[:-1]] if n else idx
-    prev = np.where(first, -1, prev)
+    key = thread.astype(np.int64)                  # a copy, whatever thread's dtype
+    key *= big // max(int(thread.max()) + 1, 1)
+    key += end
+    key -= end.min()
+    above = key >= np.maximum.accumulate(key)
+    del key
+    holder = np.arange(n, dtype=np.int64)
+    holder[~above] = 0
+    del above
+    np.maximum.accumulate(holder, out=holder)
+    prev = np.empty(n, dtype=np.int64)
+    prev[0] = -1
+    prev[1:] = holder[:-1]
+    del holder
+    prev[first] = -1
+    del first
     p = np.maximum(prev, 0)
-    inside = (prev >= 0) & (start < end[p])
-    gap = np.where(inside, start - start[p], start - end[p])
-    return prev, inside, np.where(prev >= 0, gap, 0)
+    gap = end[p]                                   # the holder's end ...
+    inside = (prev >= 0) & (start < gap)
+    gap[inside] = start[p[inside]]                 # ... or its start when nested
+    np.subtract(start, gap, out=gap)
+    gap[prev < 0] = 0
+    return prev, inside, gap
 
 
 def _launch_links(tl: Timeline, act: pd.DataFrame, h: pd.DataFrame) -> np.ndarray:
@@ -267,20 +286,24 @@ def _gpu_offsets(g: pd.DataFrame, launch: np.ndarray, h_start: np.ndarray):
     # say nothing of the launch latency: left out, or their waits would inflate it
     lat0 = _median_or(slack_l[has_l & ~xwait & (~has_s | (launched >= pred_end))], 5_000)
     q0 = _median_or(slack_s[has_s & has_l & (launched + max(lat0, 0) < pred_end)], 1_000)
+    del launched, pred_end, has_x     # temporaries die as soon as they are used: 10 M ops
     lat = np.minimum(slack_l, max(lat0, 0))
     qgap = np.minimum(slack_s, max(q0, 0))
     xgap = np.where(xwait, slack_x, 0)
-    xpred = np.where(xwait, xpred, -1)
+    del slack_x
+    xpred[~xwait] = -1
     neg = np.int64(-(1 << 62))
     t_l = np.where(has_l, start - slack_l + lat, neg)
     t_s = np.where(has_s, start - slack_s + qgap, neg)
-    t_x = np.where(xwait, start, neg)
-    best = np.maximum(np.maximum(t_l, t_s), t_x)
+    best = np.maximum(t_l, t_s)
+    best[xwait] = np.maximum(best[xwait], start[xwait])
     short = best < start           # nothing explains the start exactly: make the nearest exact
+    del best
     fix_s = short & has_s & ((t_s >= t_l) | ~has_l)
+    del t_l, t_s
     fix_l = short & has_l & ~fix_s
-    qgap = np.where(fix_s, slack_s, qgap)
-    lat = np.where(fix_l, slack_l, lat)
+    qgap[fix_s] = slack_s[fix_s]
+    lat[fix_l] = slack_l[fix_l]
     anchored = short & ~fix_s & ~fix_l & ~xwait     # no dependency at all: keep its time
     return spred, qgap, xpred, xgap, lat, anchored
 
@@ -322,26 +345,36 @@ def _blocking(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.ndarr
         if len(ops) == 0:
             continue
         by_end = ops[np.argsort(gend[ops], kind="stable")]
-        k = np.searchsorted(gend[by_end], he[c], side="right") - 1
-        t = np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
-        tt = np.maximum(t, 0)
-        ok = (t >= 0) & (gend[tt] > hs[c]) & (launched_at[tt] <= hs[c])
-        r = he[c] - gend[tt]
-        waited = gend[tt] - np.maximum(hs[c], gstart[tt])
-        is_sync = (role[c] == "sync") & _by_name(name[c], lambda n: not _QUERY.search(n) and
-                                                 classify.sync_kind(n) != "stream_wait_event")
-        sync_copy = _by_name(name[c], lambda n: bool(_SYNC_COPY.match(n)))
-        # any other call: only when it took far longer than its name usually takes (an
-        # implicit sync), not when a short call merely overlapped an op's end
+        # any call other than a sync or a synchronous copy counts only when it took far longer
+        # than its name usually takes (an implicit sync), not when a short call merely
+        # overlapped an op's end: the typical duration is over all the process's calls
         dur = he[c] - hs[c]
         typical = pd.Series(dur).groupby(name[c]).transform("median").to_numpy()
-        generic = (r <= np.maximum(RETURN_SLACK_NS, dur // 20)) & (2 * waited > dur) & \
-            (dur - typical >= EXCESS_NS)
-        blocked = ok & (is_sync | sync_copy | generic)
-        target[c[blocked]] = t[blocked]
-        ret[c[blocked]] = r[blocked]
+        for lo in range(0, len(c), BLOCK_CHUNK):      # bounded temporaries (23 M calls)
+            part = slice(lo, lo + BLOCK_CHUNK)
+            t, r = _waited_op(c[part], by_end, hs, he, gstart, gend, launched_at, name, role,
+                              dur[part], typical[part])
+            target[c[part][t >= 0]], ret[c[part][t >= 0]] = t[t >= 0], r[t >= 0]
     _device_sync_extras(h, g, target, launched_at, extra)
     return target, ret, extra
+
+
+def _waited_op(c, by_end, hs, he, gstart, gend, launched_at, name, role, dur, typical):
+    """(op, return latency) of the host calls c that blocked on a GPU op (op -1 elsewhere):
+    the last op on their process ending before the call returns (by_end: its ops by end)."""
+    k = np.searchsorted(gend[by_end], he[c], side="right") - 1
+    t = np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
+    tt = np.maximum(t, 0)
+    ok = (t >= 0) & (gend[tt] > hs[c]) & (launched_at[tt] <= hs[c])
+    r = he[c] - gend[tt]
+    waited = gend[tt] - np.maximum(hs[c], gstart[tt])
+    is_sync = (role[c] == "sync") & _by_name(name[c], lambda n: not _QUERY.search(n) and
+                                             classify.sync_kind(n) != "stream_wait_event")
+    sync_copy = _by_name(name[c], lambda n: bool(_SYNC_COPY.match(n)))
+    generic = (r <= np.maximum(RETURN_SLACK_NS, dur // 20)) & (2 * waited > dur) & \
+        (dur - typical >= EXCESS_NS)
+    blocked = ok & (is_sync | sync_copy | generic)
+    return np.where(blocked, t, -1), r
 
 
 def _device_sync_extras(h, g, target, launched_at, extra) -> None:

@@ -119,7 +119,11 @@ def _order(g: RunGraph, p: Plan) -> np.ndarray:
     """Event order: host starts, host ends and GPU ops by their traced time, then repaired
     (vectorised passes) wherever a node sorts before one it depends on."""
     nh, ng = g.n_host, g.n_gpu
-    key = np.concatenate([8 * g.h_start + 2, 8 * g.h_end + 1, 8 * g.g_start + 3]).astype(np.int64)
+    key = np.empty(2 * nh + ng, dtype=np.int64)      # written in place: no temporaries
+    for part, times, tie in ((key[:nh], g.h_start, 2), (key[nh:2 * nh], g.h_end, 1),
+                             (key[2 * nh:], g.g_start, 3)):
+        np.multiply(times, 8, out=part)
+        part += tie
     key -= key.min() if len(key) else 0
     hi = np.arange(nh)
     has_prev = g.h_prev >= 0
