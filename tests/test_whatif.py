@@ -199,3 +199,16 @@ def test_chain_in_place_equals_the_plain_version(seed):
     got, want = _chain(thread, start, end), _chain_reference(thread, start, end)
     for a, b in zip(got, want):
         assert np.array_equal(a, b)
+
+
+def test_event_order_checked_in_chunks_equals_one_pass(monkeypatch):
+    """Ordering checks the dependency edges in chunks; tiny chunks give the same order."""
+    import tracelint.whatif.replay as rp
+    path = SHARED / "nsys" / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite"
+    if not path.exists():
+        pytest.skip("shared trace not present")
+    g = build(tracelint.load(path))
+    p = rp.Plan.of(g)
+    whole = rp._order(g, p)
+    monkeypatch.setattr(rp, "EDGE_CHUNK", 5)
+    assert np.array_equal(rp._order(g, p), whole)

@@ -209,10 +209,12 @@ class _Walker:
         gs, ge, hs, he = r.g_start, r.g_end, r.h_start, r.h_end
         classes, items = _Vocab(), _Vocab()
         has_op = kinds == _G
-        width = 1 + has_op.astype(np.int64)
-        m = int(width.sum())
-        # walk order is (op, wait) per GPU step; time order is the walk reversed
-        wait_at = m - 1 - (np.cumsum(width) - 1)          # each step's wait segment
+        # walk order is (op, wait) per GPU step; time order is the walk reversed: each step's
+        # wait segment is at m - 1 - (cumulative width - 1), computed in place (27 M steps)
+        wait_at = np.cumsum(has_op, dtype=np.int64)
+        wait_at += np.arange(1, len(has_op) + 1)
+        m = int(wait_at[-1]) if len(wait_at) else 0
+        np.subtract(m, wait_at, out=wait_at)
         S, E = np.empty(m, np.int64), np.empty(m, np.int64)
         C, It = np.empty(m, np.int32), np.empty(m, np.int32)
 
@@ -256,8 +258,11 @@ class _Walker:
             items.codes(g.h_gap_owner[i[after]], lambda x: x or "host work between calls"))
         np.maximum(S, lo, out=S)
         keep = E > S
-        if not keep.all():
-            S, E, C, It = S[keep], E[keep], C[keep], It[keep]
+        if not keep.all():            # one array at a time: never two full copies at once
+            S = S[keep]
+            E = E[keep]
+            C = C[keep]
+            It = It[keep]
         return CriticalPath(S, E, C, It, classes.labels, items.labels)
 
 

@@ -14,6 +14,10 @@ import numpy as np
 from .graph import RunGraph
 
 
+#: Dependency edges checked at a time while ordering the events.
+EDGE_CHUNK = 1 << 22
+
+
 def _shared(a: np.ndarray) -> np.ndarray:
     """A read-only view: the plan reads the array it came from until an edit writes it."""
     v = a.view()
@@ -148,11 +152,13 @@ def _order(g: RunGraph, p: Plan) -> np.ndarray:
     for _ in range(64):
         moved = False
         for src, dst in edge_groups():
-            need = key[src] + 1
-            bad = need > key[dst]
-            if bad.any():
-                np.maximum.at(key, dst[bad], need[bad])
-                moved = True
+            for lo in range(0, len(src), EDGE_CHUNK):     # bounded temporaries
+                s, d = src[lo:lo + EDGE_CHUNK], dst[lo:lo + EDGE_CHUNK]
+                need = key[s] + 1
+                bad = need > key[d]
+                if bad.any():
+                    np.maximum.at(key, d[bad], need[bad])
+                    moved = True
         if not moved:
             break
     else:   # pragma: no cover - would need a dependency cycle
