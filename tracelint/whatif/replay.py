@@ -163,11 +163,13 @@ def _order(g: RunGraph, p: Plan) -> np.ndarray:
             break
     else:   # pragma: no cover - would need a dependency cycle
         raise ValueError("dependency cycle in the run graph")
+    # a call that does not block ends at start + duration: no end event of its own. Its end
+    # sorts last (a stable sort keeps the others' order) and is cut off: no second copy of
+    # the order without it (56 M events at 10 M kernels)
+    drop = p.h_target < 0
+    key[nh:2 * nh][drop] = np.iinfo(np.int64).max
     order = np.argsort(key, kind="stable")
-    # a call that does not block ends at start + duration: no end event of its own
-    drop = np.zeros(len(key), bool)
-    drop[nh:2 * nh] = p.h_target < 0
-    return order[~drop[order]]
+    return order[:len(key) - int(drop.sum())]
 
 
 def _mv(a: np.ndarray, dtype=np.int64) -> memoryview:
