@@ -65,9 +65,11 @@ print(len(calls))
 """
 
 
-def test_the_cli_keeps_freed_pages_and_light_commands_do_not_pay_for_it():
+def test_the_cli_keeps_freed_pages_and_light_commands_do_not_pay_for_it(tmp_path):
     trace = REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz"
-    for argv, want in ((["lint", str(trace), "-f", "json", "-o", "-"], "1"), (["--version"], "0")):
+    out = str(tmp_path / "report.json")
+    for argv, want in ((["lint", str(trace), "-f", "json", "-o", out], "1"), (["--version"], "0")):
         res = subprocess.run([sys.executable, "-c", CLI_SETS_POLICY, *argv], capture_output=True,
                              text=True, timeout=300)
         assert res.stdout.split()[-1] == want, (argv, res.stdout[-500:], res.stderr[-2000:])
+    assert (tmp_path / "report.json").stat().st_size > 0
