@@ -58,6 +58,11 @@ def _accepted(findings: list[Finding], config: Config) -> tuple[list[Finding], i
     return findings, 0
 
 
+#: A rule that ran this long worked on large arrays: its freed heap memory is given back
+#: (tracelint.heap). After a short one it is left for the next rule (a trim costs refaults).
+TRIM_AFTER_S = 0.25
+
+
 def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = None,
               ncu: pd.DataFrame | None = None) -> Report:
     """The trace-scope rules among `rules` that the config selects, over one Timeline."""
@@ -81,9 +86,10 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
             skipped[rule_cls.id] = why
             continue
         findings += list(rule.check(ctx))
-        trim()               # the rule's freed arrays go back to the OS before the next rule
         instances[rule_cls.id] = rule
         elapsed[rule_cls.id] = time.perf_counter() - t0
+        if elapsed[rule_cls.id] > TRIM_AFTER_S:
+            trim()           # a long rule's freed memory goes back to the OS before the next
     findings, suppressed = _accepted(findings, config)
     t0 = time.perf_counter()
     projected = project(tl, findings, instances, ctx)
