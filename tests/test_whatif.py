@@ -212,3 +212,31 @@ def test_event_order_checked_in_chunks_equals_one_pass(monkeypatch):
     whole = rp._order(g, p)
     monkeypatch.setattr(rp, "EDGE_CHUNK", 5)
     assert np.array_equal(rp._order(g, p), whole)
+
+
+def _bindings_reference(r):
+    """The 3 x n matrix version _bindings replaced."""
+    g, p = r.graph, r.plan
+    gs, ge, hs = r.g_start, r.g_end, r.h_start
+    cand = np.full((3, g.n_gpu), np.int64(-(1 << 62)), dtype=np.int64)
+    for k, (pred, src, off) in enumerate(((p.g_launch, hs, p.g_lat), (p.g_spred, ge, p.g_qgap),
+                                          (p.g_xpred, ge, p.g_xgap))):
+        ok = pred >= 0
+        cand[k, ok] = src[pred[ok]] + off[ok]
+    gb = 2 - np.argmax(cand[::-1] == gs, axis=0)
+    return np.where((cand == gs).any(axis=0), gb, -1)
+
+
+@pytest.mark.parametrize("name", ["nsys/nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite",
+                                  "torch/hta_event_sync_multistream_a100.json.gz",
+                                  "torch/hta_v100_rank0of1.pt.trace.json.gz"])
+def test_op_bindings_one_constraint_at_a_time_equal_the_matrix(name):
+    from tracelint.whatif.critical_path import _bindings
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip("shared trace not present")
+    r = replay(build(tracelint.load(path)))
+    gb, _ = _bindings(r)
+    want = _bindings_reference(r)
+    assert np.array_equal(gb, want)
+    assert (want >= 0).any()

@@ -92,15 +92,14 @@ def _bindings(r: Replay):
     the GPU op it waited for or -1 (own duration)."""
     g, p = r.graph, r.plan
     gs, ge, hs, he = r.g_start, r.g_end, r.h_start, r.h_end
-    neg = np.int64(-(1 << 62))
-    cand = np.full((3, g.n_gpu), neg, dtype=np.int64)
+    # the constraint that gives each op its start; later ones win, so on ties the GPU side
+    # (another stream, then the stream) is preferred over the launch: a queued op waits for
+    # the GPU, not the host. One constraint at a time (10 M ops: no 3 x n matrix).
+    gb = np.full(g.n_gpu, -1, dtype=np.int64)
     for k, (pred, src, off) in enumerate(((p.g_launch, hs, p.g_lat), (p.g_spred, ge, p.g_qgap),
                                           (p.g_xpred, ge, p.g_xgap))):
-        ok = pred >= 0
-        cand[k, ok] = src[pred[ok]] + off[ok]
-    # prefer the GPU-side constraint on ties (a queued op waits for the GPU, not the host)
-    gb = 2 - np.argmax(cand[::-1] == gs, axis=0) if g.n_gpu else np.zeros(0, np.int64)
-    gb = np.where((cand == gs).any(axis=0), gb, -1)
+        ok = np.flatnonzero(pred >= 0)
+        gb[ok[src[pred[ok]] + off[ok] == gs[ok]]] = k
     hb = np.full(g.n_host, -1, dtype=np.int64)
     t = p.h_target >= 0
     blocked = t & (he > hs + p.h_ret)
