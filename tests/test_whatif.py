@@ -240,3 +240,18 @@ def test_op_bindings_one_constraint_at_a_time_equal_the_matrix(name):
     want = _bindings_reference(r)
     assert np.array_equal(gb, want)
     assert (want >= 0).any()
+
+
+def test_savings_need_only_the_base_totals_after_its_times_are_released():
+    from tracelint.whatif.analysis import WhatIf
+    path = SHARED / "nsys" / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite"
+    if not path.exists():
+        pytest.skip("shared trace not present")
+    w = WhatIf(tracelint.load(path))
+    edits = [RemoveSync(r".*Synchronize")]
+    before = w.saving(edits)
+    assert before[0] > 0
+    w.release_base()
+    assert w.base is None and w.saving(edits) == before
+    p = build(tracelint.load(path))
+    assert not p.h_dur.flags.writeable and np.array_equal(p.h_dur, p.h_end - p.h_start)

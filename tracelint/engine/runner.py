@@ -107,8 +107,9 @@ def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context
         explain_no_replay(findings, instances, ctx)
         return {}
     w = WhatIf(tl)
-    return {"saving_all_ns": project_savings(w, findings, instances, ctx),
-            "critical_path": w.critical_path_dict()}
+    path = w.critical_path_dict()
+    w.release_base()                 # the replays with edits then run without its times
+    return {"saving_all_ns": project_savings(w, findings, instances, ctx), "critical_path": path}
 
 
 #: Cross-rank findings get their saving from the job replay (ranks/job_whatif.py, run by

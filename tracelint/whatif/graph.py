@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -98,9 +99,25 @@ class RunGraph:
     def n_host(self) -> int:
         return len(self.h_start)
 
+    @cached_property
+    def h_dur(self) -> np.ndarray:
+        """Each host item's traced duration, made once: every replay plan shares it read-only
+        (23 M items at 10 M kernels: 184 MB a plan)."""
+        return _read_only(self.h_end - self.h_start)
+
+    @cached_property
+    def g_dur(self) -> np.ndarray:
+        """Each GPU op's traced duration, shared the same way."""
+        return _read_only(self.g_end - self.g_start)
+
     @property
     def n_gpu(self) -> int:
         return len(self.g_start)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 def _thread_bounds(tl: Timeline) -> pd.DataFrame:

@@ -50,10 +50,10 @@ class Plan:
 
     @classmethod
     def of(cls, g: RunGraph) -> "Plan":
-        return cls(h_dur=_shared(g.h_end - g.h_start), h_gap=_shared(g.h_gap),
+        return cls(h_dur=_shared(g.h_dur), h_gap=_shared(g.h_gap),
                    h_target=_shared(g.h_target), h_ret=_shared(g.h_ret),
                    h_extra={k: list(v) for k, v in g.h_extra.items()},
-                   g_dur=_shared(g.g_end - g.g_start), g_launch=_shared(g.g_launch),
+                   g_dur=_shared(g.g_dur), g_launch=_shared(g.g_launch),
                    g_lat=_shared(g.g_lat), g_spred=_shared(g.g_spred), g_qgap=_shared(g.g_qgap),
                    g_xpred=_shared(g.g_xpred), g_xgap=_shared(g.g_xgap))
 
