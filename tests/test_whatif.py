@@ -157,14 +157,14 @@ def test_copy_kind_rank_equals_unique_of_the_labels(seed):
                                   "torch/hta_event_sync_a100.json.gz"])
 def test_blocking_calls_found_in_chunks_equal_one_pass(name, monkeypatch):
     """The blocking test runs over the calls in chunks; tiny chunks give the same waits."""
-    import tracelint.whatif.graph as graph
+    import tracelint.whatif.blocking as blocking
     path = SHARED / name
     if not path.exists():
         pytest.skip("shared trace not present")
     tl = tracelint.load(path)
     whole = build(tl)
     assert (whole.h_target >= 0).sum() > 0
-    monkeypatch.setattr(graph, "BLOCK_CHUNK", 7)
+    monkeypatch.setattr(blocking, "BLOCK_CHUNK", 7)
     chunked = build(tl)
     assert np.array_equal(whole.h_target, chunked.h_target)
     assert np.array_equal(whole.h_ret, chunked.h_ret)

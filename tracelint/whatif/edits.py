@@ -13,14 +13,15 @@ import numpy as np
 import pandas as pd
 
 from ..timeline import classify, intervals
-from .graph import API, RunGraph, _by_name
+from .blocking import by_name
+from .graph import API, RunGraph
 from .replay import Plan
 
 
 def _match(names: np.ndarray, pattern: str) -> np.ndarray:
     """Boolean mask of names the pattern finds (over distinct names only)."""
     rx = re.compile(pattern, re.IGNORECASE)
-    return _by_name(names, lambda n: rx.search(n))
+    return by_name(names, lambda n: rx.search(n))
 
 
 def _isin(values, wanted) -> np.ndarray:

@@ -12,39 +12,29 @@ Two node sets, each a set of numpy arrays in time order:
   the timing because neither importer keeps the event's record id).
 
 A host call that returned just after a GPU op it waited for (synchronize calls, blocking
-copies, implicit syncs) is ``blocking``: it ends at the later of its own cost and that op's end
-plus the return latency seen in the trace. Offsets are chosen so that the binding constraint of
+copies, implicit syncs) is ``blocking`` (found in blocking.py): it ends at the later of its own
+cost and that op's end plus the return latency seen in the trace. Offsets are chosen so that the binding constraint of
 every node reproduces its traced time exactly; the others get a typical value clipped to what
 the trace allows, so a replay without edits reproduces the trace and an edit moves only what
 really depends on it.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
-from ..timeline import classify
 from ..timeline.codes import row_codes
 from ..timeline.model import Timeline
+from .blocking import blocking_calls
 
 #: host item kinds
 API, MARK = 0, 1
 GPU_TABLES = ("kernels", "copies", "memsets")
-#: A non-sync call counts as blocked on a GPU op when it returned within this long of the op's
-#: end and spent most of its time after the op started (implicit syncs: cudaMemcpy, cudaFree).
-RETURN_SLACK_NS = 20_000
-#: ... and took at least this much longer than the median call of its name.
-EXCESS_NS = 10_000
-#: Host calls tested for a blocking wait at a time (bounds the test's temporaries).
-BLOCK_CHUNK = 1 << 20
 #: An op waited for another stream's op when it started within this long of that op's end.
 XSTREAM_SLACK_NS = 10_000
-_QUERY = re.compile(r"Query", re.IGNORECASE)
-_SYNC_COPY = re.compile(r"^(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?$|^cuMemcpy[A-Za-z]*(_v2)?$")
 
 
 @dataclass
@@ -190,7 +180,7 @@ def _host_items(tl: Timeline) -> pd.DataFrame:
     del thread
     for c in parts[0]:
         cols[c] = column(c)[order]
-    del parts
+    parts.clear()                    # the unsorted columns go before the frame is made
     cols["name"] = pd.Categorical.from_codes(cols["name"], dtype=names.dtype)
     cols["role"] = pd.Categorical.from_codes(cols["role"], dtype=roles.dtype)
     return pd.DataFrame(cols, copy=False)
@@ -325,106 +315,6 @@ def _gpu_offsets(g: pd.DataFrame, launch: np.ndarray, h_start: np.ndarray):
     return spred, qgap, xpred, xgap, lat, anchored
 
 
-def _by_name(names: np.ndarray | pd.Categorical, fn) -> np.ndarray:
-    """fn over the distinct names only, mapped back to every row (bool); a missing name is
-    asked as 'nan'."""
-    if len(names) == 0:
-        return np.zeros(0, bool)
-    if isinstance(names, pd.Categorical):
-        return classify.label_mask(names, lambda u: fn(str(u)), missing=bool(fn("nan")))
-    # factorize hashes the objects in place; np.unique(names.astype(str)) built a fixed-width
-    # unicode copy (4 bytes x longest name x rows: hundreds of MB on long kernel names)
-    codes, uniq = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
-    return np.array([bool(fn(str(u))) for u in uniq], bool)[codes]
-
-
-def _blocking(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.ndarray):
-    """Which host calls waited for which GPU op, and the return latency after it."""
-    nh = len(h)
-    target = np.full(nh, -1, dtype=np.int64)
-    ret = np.zeros(nh, dtype=np.int64)
-    extra: dict[int, list[int]] = {}
-    if len(g) == 0:
-        return target, ret, extra
-    role, name = h["role"].array, h["name"].array
-    hs, he = h["start"].to_numpy(np.int64), h["end"].to_numpy(np.int64)
-    cand = np.flatnonzero((h["kind"].to_numpy() == API) & (role != "launch") & (he > hs))
-    if len(cand) == 0:
-        return target, ret, extra
-    gend, gstart = g["end"].to_numpy(np.int64), g["start"].to_numpy(np.int64)
-    launched_at = np.where(g_launch >= 0, hs[np.maximum(g_launch, 0)], gstart)
-    nsys = tl.meta.format == "nsys-sqlite"
-    gpid = g["pid"].to_numpy() if nsys else np.zeros(len(g), np.int64)
-    hpid = h["pid"].to_numpy() if nsys else np.zeros(nh, np.int64)
-    for p in np.unique(hpid[cand]):
-        ops = np.flatnonzero(gpid == p)
-        c = cand[hpid[cand] == p]
-        if len(ops) == 0:
-            continue
-        by_end = ops[np.argsort(gend[ops], kind="stable")]
-        # any call other than a sync or a synchronous copy counts only when it took far longer
-        # than its name usually takes (an implicit sync), not when a short call merely
-        # overlapped an op's end: the typical duration is over all the process's calls
-        dur = he[c] - hs[c]
-        typical = pd.Series(dur).groupby(name[c]).transform("median").to_numpy()
-        for lo in range(0, len(c), BLOCK_CHUNK):      # bounded temporaries (23 M calls)
-            part = slice(lo, lo + BLOCK_CHUNK)
-            t, r = _waited_op(c[part], by_end, hs, he, gstart, gend, launched_at, name, role,
-                              dur[part], typical[part])
-            target[c[part][t >= 0]], ret[c[part][t >= 0]] = t[t >= 0], r[t >= 0]
-    _device_sync_extras(h, g, target, launched_at, extra)
-    return target, ret, extra
-
-
-def _waited_op(c, by_end, hs, he, gstart, gend, launched_at, name, role, dur, typical):
-    """(op, return latency) of the host calls c that blocked on a GPU op (op -1 elsewhere):
-    the last op on their process ending before the call returns (by_end: its ops by end)."""
-    k = np.searchsorted(gend[by_end], he[c], side="right") - 1
-    t = np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
-    tt = np.maximum(t, 0)
-    ok = (t >= 0) & (gend[tt] > hs[c]) & (launched_at[tt] <= hs[c])
-    r = he[c] - gend[tt]
-    waited = gend[tt] - np.maximum(hs[c], gstart[tt])
-    is_sync = (role[c] == "sync") & _by_name(name[c], lambda n: not _QUERY.search(n) and
-                                             classify.sync_kind(n) != "stream_wait_event")
-    sync_copy = _by_name(name[c], lambda n: bool(_SYNC_COPY.match(n)))
-    generic = (r <= np.maximum(RETURN_SLACK_NS, dur // 20)) & (2 * waited > dur) & \
-        (dur - typical >= EXCESS_NS)
-    blocked = ok & (is_sync | sync_copy | generic)
-    return np.where(blocked, t, -1), r
-
-
-def _device_sync_extras(h, g, target, launched_at, extra) -> None:
-    """Device-wide syncs wait for the last op launched before them on every stream."""
-    blocking = np.flatnonzero(target >= 0)
-    names = h["name"].array[blocking]
-    rows = blocking[_by_name(names, lambda n: classify.sync_kind(n) == "device")]
-    if len(rows) == 0:
-        return
-    hs = h["start"].to_numpy(np.int64)
-    he = h["end"].to_numpy(np.int64)
-    gend = g["end"].to_numpy(np.int64)
-    for ops in _by_stream(g["device"].to_numpy(), g["stream"].to_numpy()):
-        order = ops[np.argsort(launched_at[ops], kind="stable")]
-        k = np.searchsorted(launched_at[order], hs[rows], side="right") - 1
-        last = order[np.maximum(k, 0)]          # the stream's last op launched before the sync
-        waits = (k >= 0) & (last != target[rows]) & (gend[last] <= he[rows])
-        for i, op in zip(rows[waits].tolist(), last[waits].tolist()):
-            extra.setdefault(i, []).append(op)
-
-
-def _by_stream(dev: np.ndarray, stream: np.ndarray):
-    """Rows of each (device, stream), ascending, streams in the order of their "device:stream"
-    text (as a groupby on that text key gives it) without building a string per row."""
-    codes = pd.DataFrame({"d": dev, "s": stream}).groupby(["d", "s"], sort=False).ngroup() \
-        .to_numpy()
-    by = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[by], np.arange(int(codes.max()) + 2 if len(codes) else 1))
-    labels = [f"{int(dev[f])}:{int(stream[f])}" for f in by[bounds[:-1]]]
-    for c in sorted(range(len(labels)), key=labels.__getitem__):
-        yield by[bounds[c]:bounds[c + 1]]
-
-
 def _gap_owners(tl: Timeline, r_thread: np.ndarray, thread: np.ndarray, at: np.ndarray,
                 want: np.ndarray) -> np.ndarray:
     """Name of the innermost range (op, NVTX; not a step) on the item's thread around time
@@ -467,7 +357,7 @@ def build(tl: Timeline) -> RunGraph:
     launch = _launch_links(tl, g, h)
     spred, qgap, xpred, xgap, lat, anchored = _gpu_offsets(g, launch, hs)
     launch = np.where(anchored, -1, launch)
-    target, ret, extra = _blocking(tl, h, g, launch)
+    target, ret, extra = blocking_calls(tl, h, g, launch, h["kind"].to_numpy() == API)
     lo, hi = tl.span
     threads = h[["pid", "tid", "thread"]].drop_duplicates(["pid", "tid"])
     r = tl.ranges
