@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: one or its own, never a higher one.
 LAYERS: list[tuple[str, int]] = [
     ("tracelint._version", 0), ("tracelint.errors", 0), ("tracelint.io", 0), ("tracelint.forking", 0),
-    ("tracelint.heap", 0),
+    ("tracelint.heap", 0), ("tracelint.jit", 0),
     ("tracelint.reporters.escape", 0),   # the one escaping path: a leaf every layer may use
     ("tracelint.timeline", 1),
     ("tracelint.importers", 2), ("tracelint.synth", 2),

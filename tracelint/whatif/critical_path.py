@@ -8,13 +8,14 @@ segment, so the breakdown by class adds up to the span.
 """
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from ..jit import Loop
 from .replay import Replay
+from .sweep import COMPILE_FROM
 
 #: Breakdown classes, in display order. GPU compute is split by kernel class ("gpu:gemm").
 HOST_CLASSES = ("host launch", "host blocked in sync", "host other")
@@ -110,8 +111,47 @@ def _bindings(r: Replay):
     return gb, hb
 
 
-def _mv(a: np.ndarray, dtype=np.int64) -> memoryview:
-    return memoryview(np.ascontiguousarray(a, dtype=dtype))
+def _walk(node, i, lo, ge, hs, he, gb, hb, prev, inside, launch, spred, xpred, kinds, idx):
+    """Follow the bindings back from (node, i) until a step's last segment starts at or before
+    lo or has no predecessor; write the steps into kinds, idx while they fit and return how many
+    there are (so a caller can count first, then fill)."""
+    n, cap = 0, len(kinds)
+    while True:
+        if n < cap:
+            kinds[n] = node
+            idx[n] = i
+        n += 1
+        if node == _G:
+            b = gb[i]
+            if b == 0:
+                i = launch[i]
+                last, node = hs[i], _HS
+            elif b == 1 or b == 2:
+                i = spred[i] if b == 1 else xpred[i]
+                last = ge[i]
+            else:
+                break
+        elif node == _HE:
+            t = hb[i]
+            if t >= 0:
+                last, node, i = ge[t], _G, t
+            else:
+                last, node = hs[i], _HS
+        else:
+            q = prev[i]
+            if q < 0:
+                break
+            if inside[i]:
+                last, i = hs[q], q
+            else:
+                last, node, i = he[q], _HE, q
+        if last <= lo:
+            break
+    return n
+
+
+#: The walk, compiled on big graphs (tracelint.jit).
+WALK = Loop(_walk, COMPILE_FROM)
 
 
 class _Vocab:
@@ -161,44 +201,18 @@ class _Walker:
         return self._segments(kinds, idx, lo)
 
     def _chase(self, node: int, i: int, lo: int) -> tuple[np.ndarray, np.ndarray]:
-        """The steps from the end back to lo: (kind, node index) each, in walk order. A step
-        ends when the segment it adds last starts at or before lo, or has no predecessor."""
+        """The steps from the end back to lo: (kind, node index) each, in walk order."""
         r, g = self.r, self.r.graph
-        # memoryviews, not lists: items index as Python ints without a boxed copy of every node
-        ge, hs, he = _mv(r.g_end), _mv(r.h_start), _mv(r.h_end)
-        gb, hb, prev, inside = _mv(self.gb), _mv(self.hb), _mv(g.h_prev), _mv(g.h_inside, bool)
-        launch, spred, xpred = _mv(self.launch), _mv(self.spred), _mv(self.xpred)
-        kinds, idx = array("b"), array("q")
-        while True:
-            kinds.append(node)
-            idx.append(i)
-            if node == _G:
-                b = gb[i]
-                if b == 0:
-                    i = launch[i]
-                    last, node = hs[i], _HS
-                elif b == 1 or b == 2:
-                    i = spred[i] if b == 1 else xpred[i]
-                    last = ge[i]
-                else:
-                    break
-            elif node == _HE:
-                t = hb[i]
-                if t >= 0:
-                    last, node, i = ge[t], _G, t
-                else:
-                    last, node = hs[i], _HS
-            else:
-                q = prev[i]
-                if q < 0:
-                    break
-                if inside[i]:
-                    last, i = hs[q], q
-                else:
-                    last, node, i = he[q], _HE, q
-            if last <= lo:
-                break
-        return np.frombuffer(kinds, np.int8), np.frombuffer(idx, np.int64)   # views, no copy
+        args = (node, i, lo, r.g_end, r.h_start, r.h_end, self.gb, self.hb, g.h_prev,
+                np.ascontiguousarray(g.h_inside, dtype=bool), self.launch, self.spred, self.xpred)
+        size = g.n_gpu + 2 * g.n_host       # the walk visits a node at most once (a DAG)
+        if WALK.use_compiled(size):         # count, then fill exactly: no array of every node
+            n = WALK(size, *args, np.zeros(0, np.int8), np.zeros(0, np.int64))
+        else:
+            n = size + 1
+        kinds, idx = np.empty(n, np.int8), np.empty(n, np.int64)
+        n = WALK(size, *args, kinds, idx)
+        return kinds[:n], idx[:n]
 
     def _segments(self, kinds: np.ndarray, idx: np.ndarray, lo: int) -> CriticalPath:
         """Each step's segments (a GPU step adds its op, then the wait before it; a host step

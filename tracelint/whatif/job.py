@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .graph import RunGraph
-from .replay import Plan, Replay, sweep
+from .replay import Plan, Replay
+from .sweep import sweep
 
 
 @dataclass
@@ -167,27 +168,17 @@ class JobGraph:
         """Replay every rank together (plans: one per rank, the graphs' own when None)."""
         plans = plans or [Plan.of(g) for g in self.graphs]
         m = self._merge(plans)
-        nh, ng = self.nh, self.ng
-        order = self._order(m).tolist()
-        h_prev, h_inside, h_anchor = m["h_prev"].tolist(), m["h_inside"].tolist(), m["h_anchor"].tolist()
-        h_gap, h_dur = m["h_gap"].tolist(), m["h_dur"].tolist()
-        h_tgt, h_ret, extra = m["h_target"].tolist(), m["h_ret"].tolist(), m["h_extra"]
-        g_launch, g_lat = m["g_launch"].tolist(), m["g_lat"].tolist()
-        g_spred, g_qgap = m["g_spred"].tolist(), m["g_qgap"].tolist()
-        g_xpred, g_xgap = m["g_xpred"].tolist(), m["g_xgap"].tolist()
-        g_dur, g_floor = m["g_dur"].tolist(), m["g_floor"].tolist()
-        members = [mm.tolist() for mm in self.members]
-        t_after = [t.tolist() for t in self.t_after]
-        hs, he, gs, ge = [0] * nh, [0] * nh, [0] * ng, [0] * ng
-        sweep(order, (h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, extra),
-              (g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor),
-              hs, he, gs, ge, (members, t_after))
+        hs, he, gs, ge = sweep(self._order(m),
+                               tuple(m[k] for k in ("h_prev", "h_inside", "h_anchor", "h_gap",
+                                                    "h_dur", "h_target", "h_ret")),
+                               tuple(m[k] for k in ("g_launch", "g_lat", "g_spred", "g_qgap",
+                                                    "g_xpred", "g_xgap", "g_dur", "g_floor")),
+                               m["h_extra"], self.ng, (self.members, self.t_after))
         out = []
         for r, (g, p, o) in enumerate(zip(self.graphs, plans, self.offsets)):
             a, b = int(self.h_base[r]), int(self.h_base[r + 1])
             c, d = int(self.g_base[r]), int(self.g_base[r + 1])
-            out.append(Replay(g, p, np.array(hs[a:b], np.int64) + o, np.array(he[a:b], np.int64) + o,
-                              np.array(gs[c:d], np.int64) + o, np.array(ge[c:d], np.int64) + o))
+            out.append(Replay(g, p, hs[a:b] + o, he[a:b] + o, gs[c:d] + o, ge[c:d] + o))
         return JobRun(out, self.offsets, len(self.groups))
 
 

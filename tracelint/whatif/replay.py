@@ -1,9 +1,9 @@
 """Discrete-event replay of a RunGraph: every node starts when its dependencies allow.
 
 The graph's arrays fix the order (time order of the trace, repaired where clock skew puts a
-node before what it depends on); the one sequential pass is a tight Python loop over
-memoryviews of the int64 arrays (no lists of boxed ints), because each node's time depends on nodes just before it. Everything else (building
-the order, the bindings the critical path follows) is numpy.
+node before what it depends on); the one sequential pass (sweep.py) is a loop, because each
+node's time depends on nodes just before it: compiled on big graphs when numba is installed.
+Everything else (building the order, the bindings the critical path follows) is numpy.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .graph import RunGraph
-
+from .sweep import sweep
 
 #: Dependency edges checked at a time while ordering the events.
 EDGE_CHUNK = 1 << 22
@@ -172,84 +172,14 @@ def _order(g: RunGraph, p: Plan) -> np.ndarray:
     return order[:len(key) - int(drop.sum())]
 
 
-def _mv(a: np.ndarray, dtype=np.int64) -> memoryview:
-    """A view of an array whose items index as Python ints (bools): no list of boxed ints
-    (about 40 bytes per element against 8), at the same loop speed; no copy when the array
-    is already contiguous of that dtype."""
-    return memoryview(np.ascontiguousarray(a, dtype=dtype))
-
-
-def sweep(order, host, gpu, hs, he, gs, ge, collectives=None) -> None:
-    """The replay's one pass over the events in dependency order, filling hs, he, gs, ge in
-    place (any indexable sequences: memoryviews in replay, lists in the job replay). Events:
-    a host item's start (ev < nh), a blocking call's end (< 2 nh), a GPU op (< 2 nh + ng) and,
-    in a job replay (collectives = (members, transfer times)), a matched collective call whose
-    members end together after the last arrival (whatif/job.py). One loop for both, so the
-    single-run and the job model cannot drift apart."""
-    h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, extra = host
-    g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor = gpu
-    members, t_after = collectives or ((), ())
-    nh = len(hs)
-    n2, n3 = 2 * nh, 2 * nh + len(gs)
-    for ev in order:
-        if ev < nh:
-            q = h_prev[ev]
-            s = h_anchor[ev] if q < 0 else (hs[q] if h_inside[ev] else he[q]) + h_gap[ev]
-            hs[ev] = s
-            if h_tgt[ev] < 0:
-                he[ev] = s + h_dur[ev]
-        elif ev < n2:
-            i = ev - nh
-            r = h_ret[i]
-            e = ge[h_tgt[i]] + r
-            for x in extra.get(i, ()):
-                if ge[x] + r > e:
-                    e = ge[x] + r
-            s = hs[i] + r
-            he[i] = e if e > s else s
-        elif ev < n3:
-            j = ev - n2
-            q = g_launch[j]
-            s = hs[q] + g_lat[j] if q >= 0 else g_floor[j]
-            q = g_spred[j]
-            if q >= 0 and ge[q] + g_qgap[j] > s:
-                s = ge[q] + g_qgap[j]
-            q = g_xpred[j]
-            if q >= 0 and ge[q] + g_xgap[j] > s:
-                s = ge[q] + g_xgap[j]
-            gs[j] = s
-            ge[j] = s + g_dur[j]
-        else:
-            k = ev - n3
-            mm = members[k]
-            last = max(gs[j] for j in mm)
-            for j, t in zip(mm, t_after[k]):
-                e = last + t
-                ge[j] = e if e > gs[j] else gs[j]
-
-
 def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
     """Run the graph with a plan (the graph's own when None) and return every node's times."""
     p = plan or Plan.of(g)
-    nh = g.n_host
-    order = _mv(_order(g, p))
-    h_prev = _mv(g.h_prev)
-    h_inside = _mv(g.h_inside, bool)
-    h_anchor = _mv(g.h_start)
-    h_gap, h_dur = _mv(p.h_gap), _mv(p.h_dur)
-    h_tgt, h_ret, extra = _mv(p.h_target), _mv(p.h_ret), p.h_extra
-    g_launch, g_lat = _mv(p.g_launch), _mv(p.g_lat)
-    g_spred, g_qgap = _mv(p.g_spred), _mv(p.g_qgap)
-    g_xpred, g_xgap = _mv(p.g_xpred), _mv(p.g_xgap)
     # an op with no dependency at all keeps its traced start
     free = (p.g_launch < 0) & (p.g_spred < 0) & (p.g_xpred < 0)
-    g_dur = _mv(p.g_dur)
-    g_floor = _mv(np.where(free, g.g_start, -(1 << 62)).astype(np.int64))
-    out_hs, out_he = np.zeros(nh, np.int64), np.zeros(nh, np.int64)
-    out_gs, out_ge = np.zeros(g.n_gpu, np.int64), np.zeros(g.n_gpu, np.int64)
-    hs, he, gs, ge = _mv(out_hs), _mv(out_he), _mv(out_gs), _mv(out_ge)
-    sweep(order, (h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, extra),
-          (g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor), hs, he, gs, ge)
-    for v in (hs, he, gs, ge):
-        v.release()
-    return Replay(g, p, out_hs, out_he, out_gs, out_ge)
+    g_floor = np.where(free, g.g_start, -(1 << 62)).astype(np.int64)
+    hs, he, gs, ge = sweep(_order(g, p), (g.h_prev, g.h_inside, g.h_start, p.h_gap, p.h_dur,
+                                          p.h_target, p.h_ret),
+                           (p.g_launch, p.g_lat, p.g_spred, p.g_qgap, p.g_xpred, p.g_xgap,
+                            p.g_dur, g_floor), p.h_extra, g.n_gpu)
+    return Replay(g, p, hs, he, gs, ge)
