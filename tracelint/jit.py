@@ -15,6 +15,7 @@ both on the same inputs. `TRACELINT_JIT=0` turns compiling off, `=1` forces it a
 from __future__ import annotations
 
 import os
+import types
 from collections.abc import Callable
 
 import numpy as np
@@ -43,12 +44,24 @@ def _plain_arg(a):
     return a
 
 
-class Loop:
-    """`fn` run compiled for `size >= min_size` when numba is available, else as written."""
+def _rebind(fn: Callable, names: dict) -> Callable:
+    """fn with some of its global names bound to other objects (the compiled helpers)."""
+    return types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
 
-    def __init__(self, fn: Callable, min_size: int):
+
+class Loop:
+    """`fn` run compiled for `size >= min_size` when numba is available, else as written.
+
+    helpers: global name -> function, for the functions `fn` calls by that name. The compiled
+    path binds each name to the helper compiled (helpers listed after the ones they call); the
+    plain path keeps the module's own binding, which may be a faster built-in with the same
+    meaning (bisect.bisect_left for a binary search written out for numba)."""
+
+    def __init__(self, fn: Callable, min_size: int, helpers: dict[str, Callable] | None = None):
         self.fn = fn
         self.min_size = min_size
+        self.helpers = helpers or {}
         self._compiled = None
 
     def compiled(self):
@@ -57,7 +70,10 @@ class Loop:
             nb = numba_module()
             if nb is None:
                 return None
-            self._compiled = nb.njit(cache=True, nogil=True)(self.fn)
+            done: dict[str, Callable] = {}
+            for name, helper in self.helpers.items():
+                done[name] = nb.njit(cache=True, nogil=True)(_rebind(helper, done))
+            self._compiled = nb.njit(cache=True, nogil=True)(_rebind(self.fn, done))
         return self._compiled
 
     def use_compiled(self, size: int) -> bool:

@@ -1,12 +1,16 @@
-"""Per-gap lookups of timeline.gaps.attribute by binary search instead of a pass over a table.
+"""Per-gap lookups of timeline.gaps.attribute by binary search instead of a pass over a table,
+and the loop over the gaps itself.
 
 attribute() walks the reported gaps one by one. Each step used to build boolean masks over
 every API call (the blocking calls of the launching thread, the stream waits of that thread)
 and over every earlier GPU activity (the last linked one on the same stream): on the 287 MB
 reference trace, 60,000 gaps x 250,000 calls, 95% of lint's time. The same rows come from
 tables grouped by key (thread, stream) and sorted by start once, so each gap costs a few
-binary searches (bisect on memoryviews of the arrays: a numpy call per scalar search cost
-more than the search). Results are the same rows, in row order, as the masks gave.
+binary searches. Results are the same rows as the masks gave.
+
+The loop (`attribute_gaps`) is written in the subset numba compiles (tracelint.jit): on many
+gaps it runs compiled; on few, as plain Python over memoryviews, where `_left` and `_right` are
+the standard library's bisect (C) and the compiled path gets the same searches written out.
 """
 from __future__ import annotations
 
@@ -14,15 +18,169 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
+from ..jit import Loop
 from .codes import row_codes
 
 _NONE = np.zeros(0, dtype=np.int64)
+CAUSES = ("late", "launch_call", "blocked", "event_wait", "graph", "queued", "no_launch", "unlinked")
+(LATE, LAUNCH_CALL, BLOCKED, EVENT_WAIT, GRAPH, QUEUED, NO_LAUNCH, UNLINKED) = range(len(CAUSES))
+#: Gaps from which the loop runs compiled when numba is installed (plain: about 25 µs a gap).
+COMPILE_FROM = 50_000
+
+_left, _right = bisect_left, bisect_right
 
 
-def _view(a: np.ndarray) -> memoryview:
-    """What bisect searches: a memoryview of the int64 array (items index as Python ints, as
-    fast as a list, without a boxed int per row: 8 bytes a row instead of about 40)."""
-    return memoryview(np.ascontiguousarray(a, dtype=np.int64))
+def _bisect_left(a, x, lo, hi):
+    """bisect.bisect_left, for the compiled path."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _bisect_right(a, x, lo, hi):
+    """bisect.bisect_right, for the compiled path."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _span(keys, first, stop, key):
+    """[first, stop) of `key`'s rows in a table grouped by key ((0, 0): none)."""
+    k = _left(keys, key, 0, len(keys))
+    if k < len(keys) and keys[k] == key:
+        return first[k], stop[k]
+    return 0, 0
+
+
+def _candidates(keys, first, stop, start, cummax, key, lo, hi):
+    """[i, j): the rows of `key` that may overlap [lo, hi) (start < hi, running end > lo);
+    the ones among them with end > lo do."""
+    a, b = _span(keys, first, stop, key)
+    return _right(cummax, lo, a, b), _left(start, hi, a, b)
+
+
+def _covered(start, end, i, j, lo, hi):
+    """ns of [lo, hi) inside the union of rows [i, j) with end > lo (sorted by start)."""
+    total, cur_s, cur_e = 0, lo, lo
+    for k in range(i, j):
+        if end[k] <= lo:
+            continue
+        s = start[k] if start[k] > lo else lo
+        e = end[k] if end[k] > s else s
+        if e > hi:
+            e = hi
+        if e <= s:
+            continue
+        if s > cur_e:
+            total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        elif e > cur_e:
+            cur_e = e
+    return total + cur_e - cur_s
+
+
+def _longest(rows, start, end, i, j, lo, hi):
+    """The row among [i, j) with end > lo that overlaps [lo, hi) most (ties: the lowest row;
+    one candidate: that row), or -1."""
+    best, best_ov = -1, 0
+    for k in range(i, j):
+        if end[k] <= lo:
+            continue
+        ov = (end[k] if end[k] < hi else hi) - (start[k] if start[k] > lo else lo)
+        if best < 0 or ov > best_ov or (ov == best_ov and rows[k] < best):
+            best, best_ov = rows[k], ov
+    return best
+
+
+def _waited(p, li, t0, t1, d_stream, d_launch, a_start, a_thread, w_keys, w_first, w_stop,
+            w_start, w_end, w_cummax, l_keys, l_first, l_stop, linked, s_keys, s_first, s_stop,
+            s_start):
+    """Did the stream of activity p wait on another stream's event before running it? (a GPU
+    stream wait on that stream within [t0, t1], or a stream-wait call of the launching thread
+    since the previous linked launch on that stream)"""
+    stream = d_stream[p]
+    i, j = _candidates(w_keys, w_first, w_stop, w_start, w_cummax, stream, t0 - 1, t1 + 1)
+    for k in range(i, j):
+        if w_end[k] > t0 - 1:
+            return True
+    if len(s_start) == 0:
+        return False
+    a, b = _span(l_keys, l_first, l_stop, stream)
+    k = _left(linked, p, a, b) - 1
+    lo = a_start[d_launch[linked[k]]] if k >= a else -1
+    a, b = _span(s_keys, s_first, s_stop, a_thread[li])
+    return _right(s_start, a_start[li], a, b) > _left(s_start, lo, a, b)
+
+
+def attribute_gaps(gs, ge, pos, d_start, d_stream, d_launch, a_start, a_end, a_thread, is_graph,
+                   b_keys, b_first, b_stop, b_rows, b_start, b_end, b_cummax,
+                   n_rows, n_start, n_end, n_cummax,
+                   w_keys, w_first, w_stop, w_start, w_end, w_cummax,
+                   l_keys, l_first, l_stop, linked, s_keys, s_first, s_stop, s_start,
+                   causes, nxt_pos, launch, blocker):
+    """Per gap [gs, ge): ns per cause (columns CAUSES of `causes`), the next activity's
+    position (nxt_pos), its launch call (launch) and the longest blocking call (blocker);
+    -1 where there is none. b_*: blocking calls by thread; n_*: the same by start alone;
+    w_*: GPU stream waits by stream; l_*: linked activity by stream; s_*: stream-wait calls
+    by thread (see GapIndex)."""
+    nd = len(d_start)
+    for g in range(len(gs)):
+        lo, hi = gs[g], ge[g]
+        p = pos[g]
+        if p >= nd or d_start[p] > hi:
+            causes[g, NO_LAUNCH] = hi - lo
+            i = _right(n_cummax, lo, 0, len(n_cummax))
+            j = _left(n_start, hi, 0, len(n_start))
+            blocker[g] = _longest(n_rows, n_start, n_end, i, j, lo, hi)
+            continue
+        nxt_pos[g] = p
+        li = d_launch[p]
+        if li < 0:
+            causes[g, UNLINKED] = hi - lo
+            continue
+        launch[g] = li
+        t_launch = a_start[li]
+        t_launch = lo if t_launch < lo else (hi if t_launch > hi else t_launch)
+        i, j = _candidates(b_keys, b_first, b_stop, b_start, b_cummax, a_thread[li], lo, t_launch)
+        blocked = _covered(b_start, b_end, i, j, lo, t_launch)
+        causes[g, BLOCKED] = blocked
+        causes[g, LATE] = t_launch - lo - blocked
+        blocker[g] = _longest(b_rows, b_start, b_end, i, j, lo, t_launch)
+        t_ret = a_end[li]
+        t_ret = t_launch if t_ret < t_launch else (hi if t_ret > hi else t_ret)
+        causes[g, LAUNCH_CALL] = t_ret - t_launch
+        queued = hi - t_ret
+        if queued > 0 and _waited(p, li, t_launch, hi, d_stream, d_launch, a_start, a_thread,
+                                  w_keys, w_first, w_stop, w_start, w_end, w_cummax,
+                                  l_keys, l_first, l_stop, linked, s_keys, s_first, s_stop,
+                                  s_start):
+            causes[g, EVENT_WAIT] = queued
+        elif is_graph[li]:
+            causes[g, GRAPH] = queued
+        else:
+            causes[g, QUEUED] = queued
+
+
+LOOP = Loop(attribute_gaps, COMPILE_FROM,
+            helpers={"_left": _bisect_left, "_right": _bisect_right, "_span": _span,
+                     "_candidates": _candidates, "_covered": _covered, "_longest": _longest,
+                     "_waited": _waited})
+
+
+def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted keys -> (distinct keys, first position, end position) of each key's run."""
+    if len(keys) == 0:
+        return _NONE, _NONE, _NONE
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[first], first, np.r_[first[1:], len(keys)]
 
 
 class Overlaps:
@@ -36,27 +194,22 @@ class Overlaps:
         self.rows, self.key, self.start = rows[order], k[order], s[order]
         self.end = np.asarray(end, np.int64)[self.rows]
         self.cummax = self.end.copy()
-        bounds = np.flatnonzero(np.r_[True, self.key[1:] != self.key[:-1]]) if len(rows) else ()
-        self.span: dict[int, tuple[int, int]] = {}     # key -> its rows [a, b)
-        for a, b in zip(bounds, [*bounds[1:], len(rows)]):
+        self.keys, self.first, self.stop = _groups(self.key)
+        for a, b in zip(self.first.tolist(), self.stop.tolist()):
             self.cummax[a:b] = np.maximum.accumulate(self.cummax[a:b])
-            self.span[int(self.key[a])] = (int(a), int(b))
-        self._start, self._cummax = _view(self.start), _view(self.cummax)
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return self.keys, self.first, self.stop, self.rows, self.start, self.end, self.cummax
 
     def find(self, key: int, lo: int, hi: int) -> np.ndarray:
         """Rows of `key` with start < hi and end > lo, ascending."""
-        a, b = self.span.get(key, (0, 0))
-        j = bisect_left(self._start, hi, a, b)
-        i = bisect_right(self._cummax, lo, a, b)
-        if i >= j:
-            return _NONE
-        if j - i == 1:                 # most gaps: one candidate
-            return self.rows[i:j] if self.end[i] > lo else _NONE
-        return np.sort(self.rows[i:j][self.end[i:j] > lo])
+        i, j = _candidates(self.keys, self.first, self.stop, self.start, self.cummax, key, lo, hi)
+        return np.sort(self.rows[i:j][self.end[i:j] > lo]) if i < j else _NONE
 
 
 class GapIndex:
-    """What attribute() asks per gap, over one device's activity and the API calls."""
+    """What attribute() asks per gap, over one device's activity and the API calls, as the
+    sorted, grouped arrays that attribute_gaps searches."""
 
     def __init__(self, d_stream, d_launch, a_start, a_end, a_pid, a_tid, block_mask, waits,
                  gpu_waits):
@@ -64,49 +217,26 @@ class GapIndex:
         blocking = np.flatnonzero(block_mask)
         self.blocking = Overlaps(self.thread, a_start, a_end, blocking)
         self.any_blocking = Overlaps(np.zeros(len(a_start), np.int64), a_start, a_end, blocking)
-        self.d_stream, self.d_launch, self.a_start = d_stream, d_launch, a_start
-        linked = np.flatnonzero(d_launch >= 0)           # activity with a known launch, by stream
-        order = np.lexsort((linked, d_stream[linked]))
+        self.d_stream, self.d_launch = np.asarray(d_stream, np.int64), np.asarray(d_launch, np.int64)
+        self.a_start = np.asarray(a_start, np.int64)
+        linked = np.flatnonzero(self.d_launch >= 0)      # activity with a known launch, by stream
+        order = np.lexsort((linked, self.d_stream[linked]))
         self.linked = linked[order]
-        self.linked_span = _spans(d_stream[linked][order])
-        self._linked = _view(self.linked)
+        self.l_groups = _groups(self.d_stream[self.linked])
         waits = np.asarray(waits, dtype=np.int64)         # stream-wait calls, by thread and start
-        order = np.lexsort((waits, a_start[waits], self.thread[waits])) if len(waits) else waits
-        self.waits = waits
-        self.wait_span = _spans(self.thread[waits[order]])
-        self._wait_start = _view(a_start[waits[order]])
+        order = np.lexsort((waits, self.a_start[waits], self.thread[waits])) if len(waits) else waits
+        self.s_groups = _groups(self.thread[waits[order]])
+        self.s_start = self.a_start[waits[order]]
         n = len(gpu_waits)
         self.gpu_waits = Overlaps(gpu_waits["stream"].to_numpy(), gpu_waits["start"].to_numpy(),
-                                  gpu_waits["end"].to_numpy(), np.arange(n)) if n else None
+                                  gpu_waits["end"].to_numpy(), np.arange(n)) if n else \
+            Overlaps(_NONE, _NONE, _NONE, _NONE)
 
-    def blocking_on_thread(self, li: int, lo: int, hi: int) -> np.ndarray:
-        """Blocking calls of the thread of call li overlapping [lo, hi)."""
-        return self.blocking.find(int(self.thread[li]), lo, hi)
-
-    def blocking_anywhere(self, lo: int, hi: int) -> np.ndarray:
-        return self.any_blocking.find(0, lo, hi)
+    def wait_arrays(self) -> tuple[np.ndarray, ...]:
+        """_waited's arguments after (p, li, t0, t1)."""
+        w = self.gpu_waits
+        return (self.d_stream, self.d_launch, self.a_start, self.thread, w.keys, w.first, w.stop,
+                w.start, w.end, w.cummax, *self.l_groups, self.linked, *self.s_groups, self.s_start)
 
     def waited(self, p: int, li: int, t0: int, t1: int) -> bool:
-        """Did the stream of activity p wait on another stream's event before running it? (a
-        GPU stream wait on that stream within [t0, t1], or a stream-wait call of the launching
-        thread since the previous linked launch on that stream)"""
-        stream = int(self.d_stream[p])
-        if self.gpu_waits is not None and len(self.gpu_waits.find(stream, t0 - 1, t1 + 1)):
-            return True
-        if len(self.waits) == 0:
-            return False
-        a, b = self.linked_span.get(stream, (0, 0))
-        k = bisect_left(self._linked, p, a, b) - 1
-        lo = int(self.a_start[self.d_launch[self._linked[k]]]) if k >= a else -1
-        a, b = self.wait_span.get(int(self.thread[li]), (0, 0))
-        return bisect_right(self._wait_start, int(self.a_start[li]), a, b) > \
-            bisect_left(self._wait_start, lo, a, b)
-
-
-def _spans(keys: np.ndarray) -> dict[int, tuple[int, int]]:
-    """Sorted keys -> {key: [first, end) positions}."""
-    if len(keys) == 0:
-        return {}
-    bounds = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    ends = [*bounds[1:].tolist(), len(keys)]
-    return {int(keys[a]): (int(a), e) for a, e in zip(bounds.tolist(), ends)}
+        return bool(_waited(p, li, t0, t1, *self.wait_arrays()))

@@ -22,10 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import classify, intervals
-from .gap_index import GapIndex
-
-CAUSES = ("late", "launch_call", "blocked", "event_wait", "graph", "queued", "no_launch", "unlinked")
+from . import classify, gap_index, intervals
+from .gap_index import CAUSES, GapIndex
 
 
 def blocking_rows(ctx) -> np.ndarray:
@@ -92,73 +90,27 @@ def attribute(ctx, device: int, gs: np.ndarray, ge: np.ndarray, block_mask: np.n
     d_launch = ctx.activity_launch[on]
     api = tl.api_calls
     a_start, a_end = api["start"].to_numpy(), api["end"].to_numpy()
-    a_pid, a_tid = api["pid"].to_numpy(), api["tid"].to_numpy()
     names = classify.RowLabels(api["name"])
-    waits = _stream_wait_rows(tl)
-    gpu_waits = _gpu_stream_waits(tl, device)
+    is_graph = (classify.label_mask(api["name"], lambda s: "GraphLaunch" in s) if len(api)
+                else np.zeros(0, bool))
+    index = GapIndex(d_stream, d_launch, a_start, a_end, api["pid"].to_numpy(),
+                     api["tid"].to_numpy(), block_mask, _stream_wait_rows(tl),
+                     _gpu_stream_waits(tl, device))
+    gs, ge = np.asarray(gs, np.int64), np.asarray(ge, np.int64)
     n = len(gs)
-    out = {c: np.zeros(n, dtype=np.int64) for c in CAUSES}
-    nxt_pos = np.full(n, -1, dtype=np.int64)
-    launch = np.full(n, -1, dtype=np.int64)
-    blocker = np.full(n, "", dtype=object)
-    pos = np.searchsorted(d_start, ge, side="left")
-    index = GapIndex(d_stream, d_launch, a_start, a_end, a_pid, a_tid, block_mask, waits, gpu_waits)
-    for i in range(n):  # loop over gaps: a few binary searches each (gap_index)
-        glen = int(ge[i] - gs[i])
-        p = int(pos[i])
-        if p >= len(d_start) or d_start[p] > ge[i]:
-            out["no_launch"][i] = glen
-            sel = index.blocking_anywhere(int(gs[i]), int(ge[i]))
-            blocker[i] = _longest(sel, a_start, a_end, names, gs[i], ge[i])
-            continue
-        nxt_pos[i] = p
-        li = int(d_launch[p])
-        if li < 0:
-            out["unlinked"][i] = glen
-            continue
-        launch[i] = li
-        t_launch = min(max(int(a_start[li]), int(gs[i])), int(ge[i]))   # np.clip, on ints
-        sel = index.blocking_on_thread(li, int(gs[i]), t_launch)
-        blocked = _covered(a_start[sel].tolist(), a_end[sel].tolist(), int(gs[i]), t_launch)
-        out["blocked"][i] = blocked
-        out["late"][i] = t_launch - int(gs[i]) - blocked
-        blocker[i] = _longest(sel, a_start, a_end, names, gs[i], t_launch)
-        t_ret = min(max(int(a_end[li]), t_launch), int(ge[i]))
-        out["launch_call"][i] = t_ret - t_launch
-        queued = int(ge[i]) - t_ret
-        if queued > 0 and index.waited(p, li, t_launch, int(ge[i])):
-            out["event_wait"][i] = queued
-        elif "GraphLaunch" in names[li]:
-            out["graph"][i] = queued
-        else:
-            out["queued"][i] = queued
-    df = pd.DataFrame(out)
-    df["next_pos"], df["launch"], df["blocker"] = nxt_pos, launch, blocker
+    causes = np.zeros((n, len(CAUSES)), np.int64)
+    nxt_pos, launch, blocker = (np.full(n, -1, np.int64) for _ in range(3))
+    w = index.wait_arrays()
+    gap_index.LOOP(n, gs, ge, np.searchsorted(d_start, ge, side="left"), d_start, w[0], w[1], w[2],
+                   np.asarray(a_end, np.int64), w[3], is_graph,
+                   *index.blocking.arrays(), *index.any_blocking.arrays()[3:], *w[4:],
+                   causes, nxt_pos, launch, blocker)
+    df = pd.DataFrame({c: causes[:, k] for k, c in enumerate(CAUSES)})
+    labels = np.array(names.labels + [""], dtype=object)
+    codes = np.asarray(names.codes)
+    df["next_pos"], df["launch"] = nxt_pos, launch
+    df["blocker"] = labels[np.where(blocker >= 0, codes[np.clip(blocker, 0, None)] if len(codes) else -1, -1)]
     return df
-
-
-def _covered(starts: list[int], ends: list[int], lo: int, hi: int) -> int:
-    """ns of [lo, hi) inside the union of the intervals (as intervals.merge + overlap_each), in
-    plain Python: a gap has a few blocking calls, and numpy's cost per call was 80 % of TL001
-    on a 3 M-kernel export (199 k gaps)."""
-    total, cur_s, cur_e = 0, lo, lo
-    for s, e in sorted(zip(starts, ends)):
-        s, e = max(s, lo), min(max(e, s), hi)
-        if e <= s:
-            continue
-        if s > cur_e:
-            total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        elif e > cur_e:
-            cur_e = e
-    return total + cur_e - cur_s
-
-
-def _longest(sel, a_start, a_end, names, lo, hi) -> str:
-    if len(sel) <= 1:                  # most gaps: no blocking call, or one
-        return names[sel[0]] if len(sel) else ""
-    ov = np.minimum(a_end[sel], hi) - np.maximum(a_start[sel], lo)
-    return names[sel[int(np.argmax(ov))]]
 
 
 def _stream_wait_rows(tl) -> np.ndarray:
