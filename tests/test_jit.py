@@ -71,7 +71,7 @@ def test_compiled_gap_attribution_equals_plain(name, monkeypatch):
         bs, be = tl.busy_intervals(device)
         keep = bs[1:] > be[:-1]     # every idle gap, and the time after the last activity
         gs, ge = np.r_[be[:-1][keep], be[-1]], np.r_[bs[1:][keep], be[-1] + 10**9]
-        plain, compiled = _both(monkeypatch, lambda d=device: gaps.attribute(ctx, d, gs, ge, block))
+        plain, compiled = _both(monkeypatch, lambda d=device, s=gs, e=ge: gaps.attribute(ctx, d, s, e, block))
         pd.testing.assert_frame_equal(plain, compiled)
         assert plain[list(gaps.CAUSES)].to_numpy().sum() == (ge - gs).sum()
         assert plain["no_launch"].iat[-1] == 10**9

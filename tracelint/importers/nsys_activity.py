@@ -42,10 +42,22 @@ def read_kernels(db: Db) -> pd.DataFrame:
         block_y="blockY", block_z="blockZ", registers_per_thread="registersPerThread",
         static_smem="staticSharedMemory", dynamic_smem="dynamicSharedMemory",
         local_mem_per_thread="localMemoryPerThread")
-    exprs["name"] = ("ifnull(demangledName, shortName)" if {"demangledName", "shortName"} <= cols
-                     else pick(cols, "demangledName", "shortName"))
-    exprs["graph"] = "ifnull(graphNodeId, 0) != 0" if "graphNodeId" in cols else "0"
-    d = db.scan(KERNEL, exprs)
+    raw = db.raw_scan(KERNEL, {**exprs, "dn": pick(cols, "demangledName"),
+                               "sn": pick(cols, "shortName"), "graph": pick(cols, "graphNodeId")},
+                      scratch=("gpid", "sn", "graph"))
+    if raw is not None:             # the SQL below, on the values read from the pages
+        d, null = raw
+        dn, sn, graph = d.pop("dn"), d.pop("sn"), d.pop("graph")
+        if "demangledName" in cols:
+            np.copyto(dn, sn, where=null["dn"])   # ifnull(demangledName, shortName), in place
+        d["name"] = dn if "demangledName" in cols else sn.copy()
+        d["graph"] = (~null["graph"] & (graph != 0)).astype(np.int64) if "graphNodeId" in cols \
+            else np.zeros(len(graph), np.int64)
+    else:
+        exprs["name"] = ("ifnull(demangledName, shortName)" if {"demangledName", "shortName"} <= cols
+                         else pick(cols, "demangledName", "shortName"))
+        exprs["graph"] = "ifnull(graphNodeId, 0) != 0" if "graphNodeId" in cols else "0"
+        d = db.scan(KERNEL, exprs)
     d["pid"] = pid_tid(d.pop("gpid"))[0]
     d["name"] = _names(db, d["name"])
     d["graph_launched"] = d.pop("graph") == 1

@@ -1,6 +1,7 @@
 """Read-only access to an Nsight Systems SQLite export: header check, schema probing, parallel
-columnar scans (one group_concat per column, parsed by numpy) and StringIds lookup, plus the
-small SQL and column helpers every table reader shares.
+columnar scans (one group_concat per column, parsed by numpy; or, for plain integer columns of a
+big file, the table's pages read by sqlite_pages) and StringIds lookup, plus the small SQL and
+column helpers every table reader shares.
 
 The file is opened read-only and immutable, so loading never writes to a trace. Tables are
 looked up by name and columns by PRAGMA table_info; an absent table is an empty one.
@@ -18,12 +19,16 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 from ..io import readonly_sqlite_uri
+from . import sqlite_pages
 
 KERNEL, MEMCPY, MEMSET = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                           "CUPTI_ACTIVITY_KIND_MEMSET")
 RUNTIME, SYNC, NVTX = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
                        "NVTX_EVENTS")
 CHUNK_ROWS = 400_000        # rows per group_concat: bounds string size and feeds the threads
+#: Files from which the big tables are read from their pages (Db.raw_scan), when numba is
+#: installed: below, SQL costs less than loading the compiled reader.
+RAW_FROM_BYTES = 64 << 20
 WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
               else os.cpu_count() or 1)
 LOW24 = 0xFFFFFF
@@ -120,6 +125,44 @@ class Db:
         if len({len(v) for v in out.values()}) > 1:
             raise TraceFormatError(f"{self.path}: inconsistent row data in {table}")
         return out
+
+    def raw_scan(self, table: str, exprs: dict[str, str], scratch: tuple[str, ...] = ()
+                 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+        """(values, NULL masks) of `exprs` read from the table's pages (sqlite_pages), when each
+        is a plain column or an integer literal (pick's forms) and the file is big enough to
+        repay the compiled reader; NULL -> -1 as in scan(). None: use scan(). scratch: keys
+        only read to derive others (their memory is freed apart from the rest)."""
+        if table not in self.tables or (self.path.stat().st_size < RAW_FROM_BYTES
+                                        and os.environ.get("TRACELINT_JIT") != "1"):
+            return None
+        columns: dict[str, str] = {}
+        literals: dict[str, int] = {}
+        for k, e in exprs.items():
+            if len(e) > 2 and e[0] == e[-1] == '"':
+                columns[k] = e[1:-1]
+            elif e.lstrip("-").isdigit():
+                literals[k] = int(e)
+            else:
+                return None
+        info = self.query(f'PRAGMA table_info("{table}")')
+        pk = [r for r in info if r[5]]
+        alias = pk[0][1] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else None
+        master = self.query("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND "
+                            "name = ?", (table,))
+        if len(master) != 1 or not isinstance(master[0][0], int) or \
+                "WITHOUT ROWID" in str(master[0][1]).upper():
+            return None
+        got = sqlite_pages.read_columns(self.path, master[0][0], sorted(set(columns.values())),
+                                        [r[1] for r in info], alias,
+                                        tuple(columns[k] for k in scratch if k in columns))
+        if got is None:
+            return None
+        n = len(next(iter(got.values()))[0]) if got else self.count(table)
+        values = {k: got[c][0] for k, c in columns.items()}
+        nulls = {k: got[c][1] for k, c in columns.items()}
+        for k, v in literals.items():
+            values[k], nulls[k] = np.full(n, v, np.int64), np.zeros(n, bool)
+        return {k: values[k] for k in exprs}, nulls
 
     def strings(self, ids: np.ndarray) -> dict[int, str]:
         """StringIds values of the given ids only."""

@@ -24,11 +24,25 @@ def read_api_calls(db: Db) -> pd.DataFrame:
     """CUDA runtime (eventClass 0) and driver (1) calls; backtrace rows (67-69) are dropped."""
     cols = db.columns(RUNTIME)
     has_class = "eventClass" in cols
-    key = f"({pick(cols, 'nameId')} << 1) | " + ("(eventClass = 1)" if has_class else "0")
-    d = db.scan(RUNTIME, {"start": pick(cols, "start"), "end": pick(cols, "end"),
-                          "gtid": pick(cols, "globalTid"),
-                          "correlation": pick(cols, "correlationId"), "key": key},
-                where="eventClass IN (0, 1)" if has_class else "")
+    exprs = {"start": pick(cols, "start"), "end": pick(cols, "end"),
+             "gtid": pick(cols, "globalTid"), "correlation": pick(cols, "correlationId")}
+    raw = db.raw_scan(RUNTIME, {**exprs, "name_id": pick(cols, "nameId"),
+                                "cls": pick(cols, "eventClass", default="0")},
+                      scratch=("cls", "gtid"))
+    if raw is not None:             # the SQL below, on the values read from the pages
+        d, null = raw
+        key, cls = d.pop("name_id"), d.pop("cls")
+        key <<= 1                   # in place: the reader's own array
+        key |= cls == 1
+        key[null["name_id"]] = -1
+        keep = ~null["cls"] & ((cls == 0) | (cls == 1))
+        if not keep.all():
+            d = {k: v[keep] for k, v in d.items()}
+            key = key[keep]
+        d["key"] = key
+    else:
+        key = f"({pick(cols, 'nameId')} << 1) | " + ("(eventClass = 1)" if has_class else "0")
+        d = db.scan(RUNTIME, {**exprs, "key": key}, where="eventClass IN (0, 1)" if has_class else "")
     key = d.pop("key")                               # nameId * 2 + is_driver
     strings = db.strings(key >> 1)
     name = lambda k: classify.strip_api_version(strings.get(k >> 1, "unknown"))  # noqa: E731
