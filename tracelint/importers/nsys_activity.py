@@ -44,13 +44,13 @@ def read_kernels(db: Db) -> pd.DataFrame:
         local_mem_per_thread="localMemoryPerThread")
     raw = db.raw_scan(KERNEL, {**exprs, "dn": pick(cols, "demangledName"),
                                "sn": pick(cols, "shortName"), "graph": pick(cols, "graphNodeId")},
-                      scratch=("gpid", "sn", "graph"))
+                      scratch=("gpid", "dn", "sn", "graph"))
     if raw is not None:             # the SQL below, on the values read from the pages
         d, null = raw
         dn, sn, graph = d.pop("dn"), d.pop("sn"), d.pop("graph")
         if "demangledName" in cols:
             np.copyto(dn, sn, where=null["dn"])   # ifnull(demangledName, shortName), in place
-        d["name"] = dn if "demangledName" in cols else sn.copy()
+        d["name"] = dn if "demangledName" in cols else sn
         d["graph"] = (~null["graph"] & (graph != 0)).astype(np.int64) if "graphNodeId" in cols \
             else np.zeros(len(graph), np.int64)
     else:

@@ -28,7 +28,7 @@ def read_api_calls(db: Db) -> pd.DataFrame:
              "gtid": pick(cols, "globalTid"), "correlation": pick(cols, "correlationId")}
     raw = db.raw_scan(RUNTIME, {**exprs, "name_id": pick(cols, "nameId"),
                                 "cls": pick(cols, "eventClass", default="0")},
-                      scratch=("cls", "gtid"))
+                      scratch=("cls", "gtid", "name_id"))
     if raw is not None:             # the SQL below, on the values read from the pages
         d, null = raw
         key, cls = d.pop("name_id"), d.pop("cls")
