@@ -171,3 +171,22 @@ def test_small_inputs_stay_plain(monkeypatch):
     assert loop.use_compiled(100)
     monkeypatch.setenv("TRACELINT_JIT", "0")
     assert not loop.use_compiled(10**9)
+
+
+def _not_compilable(a, out):
+    box = {"n": object()}              # numba cannot type an arbitrary Python object
+    for i in range(len(a)):
+        out[i] = a[i] + len(box)
+
+
+def test_compile_error_falls_back_to_plain(monkeypatch, capsys):
+    """A numba that cannot compile a loop (another numba or numpy version than tested): one
+    line on stderr, the plain path's result, and the plain path from then on."""
+    monkeypatch.setenv("TRACELINT_JIT", "1")
+    loop = jit.Loop(_not_compilable, min_size=0)
+    for _ in range(2):
+        out = np.zeros(3, np.int64)
+        loop(10, np.arange(3), out)
+        assert out.tolist() == [1, 2, 3]
+    assert loop.broken and not loop.use_compiled(10**9)
+    assert capsys.readouterr().err.count("could not compile _not_compilable") == 1

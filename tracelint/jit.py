@@ -15,6 +15,7 @@ both on the same inputs. `TRACELINT_JIT=0` turns compiling off, `=1` forces it a
 from __future__ import annotations
 
 import os
+import sys
 import types
 from collections.abc import Callable
 
@@ -63,6 +64,7 @@ class Loop:
         self.min_size = min_size
         self.helpers = helpers or {}
         self._compiled = None
+        self.broken = False       # numba could not compile it: the plain path from then on
 
     def compiled(self):
         """The numba-compiled function (built on first use, cached on disk), or None."""
@@ -80,12 +82,31 @@ class Loop:
         mode = os.environ.get("TRACELINT_JIT", "")
         if mode == "0":
             return False
-        return (mode == "1" or size >= self.min_size) and self.compiled() is not None
+        return (not self.broken and (mode == "1" or size >= self.min_size)
+                and self.compiled() is not None)
+
+    def run_compiled(self, *args):
+        """The compiled function on args; on a numba compile error (raised before it runs, so
+        nothing is written), say so on stderr once, mark the loop broken and re-raise."""
+        try:
+            return self.compiled()(*args)
+        except Exception as exc:
+            if not isinstance(exc, numba_module().core.errors.NumbaError):
+                raise
+            if not self.broken:
+                print(f"tracelint: numba could not compile {self.fn.__name__} "
+                      f"({type(exc).__name__}); running it as plain Python", file=sys.stderr)
+            self.broken = True
+            raise
 
     def __call__(self, size: int, *args):
         """Run over `args` (numpy arrays are written in place by either path)."""
         if self.use_compiled(size):
-            return self.compiled()(*args)
+            try:
+                return self.run_compiled(*args)
+            except Exception:
+                if not self.broken:
+                    raise
         views = [_plain_arg(a) for a in args]
         try:
             return self.fn(*views)

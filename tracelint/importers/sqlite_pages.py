@@ -209,7 +209,8 @@ def read_columns(path: Path, root: int, columns: list[str], table_columns: list[
     rowid_alias: its INTEGER PRIMARY KEY column (stored as the rowid), if any. The columns are
     rows of one block, freed when the last is: those in `scratch` (read only to derive
     others) are rows of a second block, so they do not keep the first alive."""
-    if not ROWS.use_compiled(1 << 62) or any(c not in table_columns for c in columns):
+    if not all(f.use_compiled(1 << 62) for f in (LEAVES, CELLS, ROWS)) or \
+            any(c not in table_columns for c in columns):
         return None
     wanted = [c for c in columns if c != rowid_alias]
     kept = [c for c in wanted if c not in scratch]
@@ -226,6 +227,10 @@ def read_columns(path: Path, root: int, columns: list[str], table_columns: list[
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         got = _parse(mm, root, slot, len(kept), len(temp))
+    except Exception:
+        if not ROWS.broken and not LEAVES.broken and not CELLS.broken:
+            raise
+        got = None                       # numba could not compile the reader: SQL reads
     finally:
         try:
             mm.close()                   # no view of it outlives _parse
@@ -258,17 +263,17 @@ def _parse(mm: mmap.mmap, root: int, slot: np.ndarray, k: int, t: int):
         return None
     b = b[:len(b) - len(b) % page_size]
     pages = np.zeros(len(b) // page_size, np.int64)
-    n_leaves = LEAVES.compiled()(b, page_size, root, pages)
+    n_leaves = LEAVES.run_compiled(b, page_size, root, pages)
     if n_leaves < 0:
         return None
     pages = pages[:n_leaves]
-    n = int(CELLS.compiled()(b, page_size, pages))
+    n = int(CELLS.run_compiled(b, page_size, pages))
     _release(mm)                         # counting touched every leaf page
     values, scratch = np.empty((k, n), np.int64), np.empty((t, n), np.int64)
     nulls = np.zeros((k + t, n), np.bool_)
     rowids = np.empty(n, np.int64)
     at, last = 0, np.iinfo(np.int64).min
-    rows = ROWS.compiled()
+    rows = ROWS.run_compiled
     for lo in range(0, n_leaves, BATCH_PAGES):
         at = rows(b, page_size, usable, pages[lo:lo + BATCH_PAGES], slot, values, scratch, nulls,
                   rowids, at, last)
