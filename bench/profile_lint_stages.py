@@ -2,7 +2,8 @@
 
     python bench/profile_lint_stages.py lint FILE -f json -o /dev/null
 
-Prints one line per stage to stderr (wall since start, process CPU, current RSS, peak RSS):
+Prints one line per stage to stderr (wall since start, process CPU and its system part, page
+faults, current RSS, peak RSS):
 load, every rule, the what-if graph build, each replay, the critical path. Used for the
 nsys 10 M-kernel figures in docs/performance.md (input from bench/replicate_nsys.py).
 """
@@ -19,7 +20,8 @@ def mark(what: str) -> None:
     with open("/proc/self/statm") as f:
         rss = int(f.read().split()[1]) * resource.getpagesize() / 2**20
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"{time.perf_counter() - T0:7.1f}s cpu {ru.ru_utime + ru.ru_stime:7.1f} rss {rss:7.0f} "
+    print(f"{time.perf_counter() - T0:7.1f}s cpu {ru.ru_utime + ru.ru_stime:7.1f} (sys "
+          f"{ru.ru_stime:5.1f}, faults {ru.ru_minflt // 1000:6d} k) rss {rss:7.0f} "
           f"peak {ru.ru_maxrss / 1024:7.0f} MiB  {what}", file=sys.stderr, flush=True)
 
 

@@ -24,8 +24,10 @@ from .codes import row_codes
 _NONE = np.zeros(0, dtype=np.int64)
 CAUSES = ("late", "launch_call", "blocked", "event_wait", "graph", "queued", "no_launch", "unlinked")
 (LATE, LAUNCH_CALL, BLOCKED, EVENT_WAIT, GRAPH, QUEUED, NO_LAUNCH, UNLINKED) = range(len(CAUSES))
-#: Gaps from which the loop runs compiled when numba is installed (plain: about 25 µs a gap).
-COMPILE_FROM = 50_000
+#: Gaps from which the loop runs compiled when numba is installed. Plain, a gap costs 6-20 µs
+#: (more with more blocking calls); loading numba and the cached loop costs about 0.4 s and
+#: 90 MB, so the 287 MB reference (60 k gaps, 0.35 s plain) stays plain.
+COMPILE_FROM = 100_000
 
 _left, _right = bisect_left, bisect_right
 
