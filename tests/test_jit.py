@@ -190,3 +190,18 @@ def test_compile_error_falls_back_to_plain(monkeypatch, capsys):
         assert out.tolist() == [1, 2, 3]
     assert loop.broken and not loop.use_compiled(10**9)
     assert capsys.readouterr().err.count("could not compile _not_compilable") == 1
+
+
+def test_big_plain_walk_counts_then_fills(monkeypatch):
+    """Without numba, a graph above PLAIN_WALK_ROOM walks twice (count, then fill) instead of
+    holding room for every node: the same path."""
+    from tracelint.whatif import critical_path as cp
+    path = TRACES / "torch" / "hta_nccl_a100_rank0of2.json.gz"
+    r = replay(build(tracelint.load(path)))
+    monkeypatch.setenv("TRACELINT_JIT", "0")
+    one_pass = critical_path(r)
+    monkeypatch.setattr(cp, "PLAIN_WALK_ROOM", 0)
+    two_pass = critical_path(r)
+    for a in ("start", "end", "cls", "item"):
+        np.testing.assert_array_equal(getattr(one_pass, a), getattr(two_pass, a))
+    assert len(one_pass.start) > 100

@@ -152,6 +152,8 @@ def _walk(node, i, lo, ge, hs, he, gb, hb, prev, inside, launch, spred, xpred, k
 
 #: The walk, compiled on big graphs (tracelint.jit).
 WALK = Loop(_walk, COMPILE_FROM)
+#: Nodes up to which a plain walk gets room for every node and runs once (9 bytes a node).
+PLAIN_WALK_ROOM = 1 << 22
 
 
 class _Vocab:
@@ -206,12 +208,14 @@ class _Walker:
         args = (node, i, lo, r.g_end, r.h_start, r.h_end, self.gb, self.hb, g.h_prev,
                 np.ascontiguousarray(g.h_inside, dtype=bool), self.launch, self.spred, self.xpred)
         size = g.n_gpu + 2 * g.n_host       # the walk visits a node at most once (a DAG)
-        if WALK.use_compiled(size):         # count, then fill exactly: no array of every node
-            n = WALK(size, *args, np.zeros(0, np.int8), np.zeros(0, np.int64))
-        else:
-            n = size + 1
-        kinds, idx = np.empty(n, np.int8), np.empty(n, np.int64)
+        # a small graph: room for every node, one pass; a big one (or compiled): count, then
+        # fill exactly, with no array of every node (56 M at 10 M kernels)
+        cap = 0 if size > PLAIN_WALK_ROOM or WALK.use_compiled(size) else size + 1
+        kinds, idx = np.empty(cap, np.int8), np.empty(cap, np.int64)
         n = WALK(size, *args, kinds, idx)
+        if n > cap:
+            kinds, idx = np.empty(n, np.int8), np.empty(n, np.int64)
+            WALK(size, *args, kinds, idx)
         return kinds[:n], idx[:n]
 
     def _segments(self, kinds: np.ndarray, idx: np.ndarray, lo: int) -> CriticalPath:
