@@ -234,6 +234,22 @@ class GapIndex:
                                   gpu_waits["end"].to_numpy(), np.arange(n)) if n else \
             Overlaps(_NONE, _NONE, _NONE, _NONE)
 
+    def attribute(self, gs: np.ndarray, ge: np.ndarray, d_start: np.ndarray, a_end: np.ndarray,
+                  is_graph: np.ndarray) -> tuple[np.ndarray, ...]:
+        """attribute_gaps over gaps [gs, ge): (causes n x CAUSES, next activity position,
+        launch call, longest blocking call), -1 where there is none."""
+        gs, ge = np.asarray(gs, np.int64), np.asarray(ge, np.int64)
+        n = len(gs)
+        causes = np.zeros((n, len(CAUSES)), np.int64)
+        nxt_pos, launch, blocker = (np.full(n, -1, np.int64) for _ in range(3))
+        w = self.gpu_waits
+        LOOP(n, gs, ge, np.searchsorted(d_start, ge, side="left"), d_start, self.d_stream,
+             self.d_launch, self.a_start, np.asarray(a_end, np.int64), self.thread, is_graph,
+             *self.blocking.arrays(), *self.any_blocking.arrays()[3:],
+             w.keys, w.first, w.stop, w.start, w.end, w.cummax, *self.l_groups, self.linked,
+             *self.s_groups, self.s_start, causes, nxt_pos, launch, blocker)
+        return causes, nxt_pos, launch, blocker
+
     def wait_arrays(self) -> tuple[np.ndarray, ...]:
         """_waited's arguments after (p, li, t0, t1)."""
         w = self.gpu_waits

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import classify, gap_index, intervals
+from . import classify, intervals
 from .gap_index import CAUSES, GapIndex
 
 
@@ -96,20 +96,12 @@ def attribute(ctx, device: int, gs: np.ndarray, ge: np.ndarray, block_mask: np.n
     index = GapIndex(d_stream, d_launch, a_start, a_end, api["pid"].to_numpy(),
                      api["tid"].to_numpy(), block_mask, _stream_wait_rows(tl),
                      _gpu_stream_waits(tl, device))
-    gs, ge = np.asarray(gs, np.int64), np.asarray(ge, np.int64)
-    n = len(gs)
-    causes = np.zeros((n, len(CAUSES)), np.int64)
-    nxt_pos, launch, blocker = (np.full(n, -1, np.int64) for _ in range(3))
-    w = index.wait_arrays()
-    gap_index.LOOP(n, gs, ge, np.searchsorted(d_start, ge, side="left"), d_start, w[0], w[1], w[2],
-                   np.asarray(a_end, np.int64), w[3], is_graph,
-                   *index.blocking.arrays(), *index.any_blocking.arrays()[3:], *w[4:],
-                   causes, nxt_pos, launch, blocker)
+    causes, nxt_pos, launch, blocker = index.attribute(gs, ge, d_start, a_end, is_graph)
     df = pd.DataFrame({c: causes[:, k] for k, c in enumerate(CAUSES)})
-    labels = np.array(names.labels + [""], dtype=object)
-    codes = np.asarray(names.codes)
     df["next_pos"], df["launch"] = nxt_pos, launch
-    df["blocker"] = labels[np.where(blocker >= 0, codes[np.clip(blocker, 0, None)] if len(codes) else -1, -1)]
+    labels = np.array(names.labels + [""], dtype=object)     # -1 (no blocking call): ""
+    codes = np.r_[np.asarray(names.codes), -1]
+    df["blocker"] = labels[codes[blocker]]
     return df
 
 
