@@ -205,3 +205,27 @@ def test_big_plain_walk_counts_then_fills(monkeypatch):
     for a in ("start", "end", "cls", "item"):
         np.testing.assert_array_equal(getattr(one_pass, a), getattr(two_pass, a))
     assert len(one_pass.start) > 100
+
+
+def test_no_writable_cache_still_compiles(monkeypatch):
+    """numba refuses cache=True where it finds no writable cache folder (a read-only install
+    and home): the loop then compiles uncached and gives the same result."""
+    real = numba.njit
+
+    def njit(*a, **k):
+        if k.get("cache"):
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'x'")
+        return real(*a, **k)
+    monkeypatch.setattr(numba, "njit", njit)
+    monkeypatch.setenv("TRACELINT_JIT", "1")
+    loop = jit.Loop(_double, 0)
+    out = np.zeros(4, np.int64)
+    loop(4, np.arange(4), out)
+    assert out.tolist() == [0, 2, 4, 6]
+    assert loop.compiled() is not None and not loop.broken
+    assert isinstance(loop.compiled(), numba.core.registry.CPUDispatcher)
+
+
+def _double(a, out):
+    for i in range(len(a)):
+        out[i] = 2 * a[i]

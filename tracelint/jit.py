@@ -51,6 +51,16 @@ def _rebind(fn: Callable, names: dict) -> Callable:
                               fn.__defaults__, fn.__closure__)
 
 
+def _njit(nb, fn: Callable):
+    """numba's dispatcher for fn, cached on disk where numba finds a writable place (next to
+    the module, else its user cache); without one numba refuses to cache, and fn compiles in
+    every process instead."""
+    try:
+        return nb.njit(cache=True, nogil=True)(fn)
+    except RuntimeError:             # "cannot cache function ...: no locator available"
+        return nb.njit(nogil=True)(fn)
+
+
 class Loop:
     """`fn` run compiled for `size >= min_size` when numba is available, else as written.
 
@@ -74,8 +84,8 @@ class Loop:
                 return None
             done: dict[str, Callable] = {}
             for name, helper in self.helpers.items():
-                done[name] = nb.njit(cache=True, nogil=True)(_rebind(helper, done))
-            self._compiled = nb.njit(cache=True, nogil=True)(_rebind(self.fn, done))
+                done[name] = _njit(nb, _rebind(helper, done))
+            self._compiled = _njit(nb, _rebind(self.fn, done))
         return self._compiled
 
     def use_compiled(self, size: int) -> bool:
