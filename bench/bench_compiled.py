@@ -6,7 +6,7 @@ for the nsys tables), alternating, in fresh processes, same run.
 
 Reported per file: median CPU (user + sys of the child, from wait4), wall and peak RSS of
 each mode, and the ratio. Both modes must write the same report (checked, timing removed).
-The first compiled run of a fresh checkout also compiles (about 3 s, cached on disk after):
+The first compiled run of a fresh checkout also compiles (up to about 8 s, cached on disk after):
 one untimed run per file warms the cache first.
 """
 from __future__ import annotations
