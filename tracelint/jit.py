@@ -3,9 +3,10 @@ extra) and the input is big enough to repay the compile.
 
 Why: a few passes are inherently sequential (the what-if replay: each node's time depends on
 nodes just before it). As Python loops they cost about 0.25 µs an item: 12-15 s per replay of
-a 10 M-kernel export. Compiled, the stages they are in ran 3-20x faster. A loop compiles in one to
-a few seconds, once (numba caches it on disk), and loading numba costs 0.25 s and 90 MB, so
-small inputs keep the plain loop, and a user who only lints small traces never needs numba.
+a 10 M-kernel export. Compiled, the stages they are in ran 3-20x faster. A loop compiles in
+one to a few seconds, once (numba caches it on disk), and loading numba costs 0.25 s and
+90 MB, so small inputs keep the plain loop, and a user who only lints small traces never
+needs numba.
 
 A `Loop` wraps one plain function written in the subset numba compiles (numpy arrays, ints,
 no dicts). The plain path runs the very same function on memoryviews (whose items index as
