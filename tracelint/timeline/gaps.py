@@ -100,8 +100,10 @@ def attribute(ctx, device: int, gs: np.ndarray, ge: np.ndarray, block_mask: np.n
     df = pd.DataFrame({c: causes[:, k] for k, c in enumerate(CAUSES)})
     df["next_pos"], df["launch"] = nxt_pos, launch
     labels = np.array(names.labels + [""], dtype=object)     # -1 (no blocking call): ""
-    codes = np.r_[np.asarray(names.codes), -1]
-    df["blocker"] = labels[codes[blocker]]
+    label = np.full(len(blocker), -1, np.int64)
+    some = blocker >= 0
+    label[some] = np.asarray(names.codes)[blocker[some]]      # no copy of the codes column
+    df["blocker"] = labels[label]
     return df
 
 
