@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import TraceFormatError
 from ..timeline.model import Timeline
+from ..timeline.schema import TABLES, share_constant_columns
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -124,6 +125,8 @@ def _load(p: Path, progress) -> Timeline:
         from .kineto_json import load_kineto
         tl = load_kineto(p, progress=progress)
     tl.meta.source = str(path)
+    for table in TABLES:
+        setattr(tl, table, share_constant_columns(tl.table(table)))
     return tl
 
 

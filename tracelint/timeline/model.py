@@ -10,7 +10,8 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from . import classify, intervals
-from .schema import GPU_ACTIVITY_TABLES, INSTANT_TABLES, TABLES, empty_table
+from .schema import (GPU_ACTIVITY_TABLES, INSTANT_TABLES, TABLES, empty_table,
+                     share_constant_columns)
 
 
 @dataclass
@@ -117,7 +118,8 @@ class Timeline:
         names = union_categoricals([p["name"].array for p in parts], ignore_order=True)
         out = pd.concat(parts, ignore_index=True)
         out["name"] = names
-        return out.sort_values(["device", "start"], kind="stable", ignore_index=True)
+        return share_constant_columns(
+            out.sort_values(["device", "start"], kind="stable", ignore_index=True))
 
     @cached_property
     def span(self) -> tuple[int, int]:

@@ -1,0 +1,57 @@
+"""Numeric columns that hold one value throughout are stored once (timeline.schema.
+share_constant_columns): on every real trace the loaded tables equal what the importers built,
+every constant column costs no memory per row, and no other column changes."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ALL_TRACES, REPO, needs_shared
+
+import tracelint.importers as importers
+from tracelint.timeline.schema import TABLES, share_constant_columns
+
+EXAMPLES = sorted((REPO / "fixtures" / "examples").glob("*.sqlite")) \
+    + sorted((REPO / "fixtures" / "examples").glob("*.json.gz"))
+
+
+def _is_shared(v: np.ndarray) -> bool:
+    return len(v) >= 2 and v.strides == (0,)
+
+
+@needs_shared()
+@pytest.mark.parametrize("path", ALL_TRACES + EXAMPLES, ids=lambda p: p.name)
+def test_loaded_tables_equal_the_importers_and_share_constants(path, monkeypatch):
+    shared = importers.load(path)
+    monkeypatch.setattr(importers, "share_constant_columns", lambda df: df)
+    built = importers.load(path)
+    n_shared = 0
+    for table in TABLES:
+        got, want = shared.table(table), built.table(table)
+        pd.testing.assert_frame_equal(got, want)
+        for col in got.columns:
+            if got[col].dtype.kind not in "iub":
+                continue
+            v, w = got[col].to_numpy(), want[col].to_numpy()
+            constant = len(w) >= 2 and (w == w[0]).all()
+            assert _is_shared(v) == constant, (table, col)
+            if constant:
+                assert not v.flags.writeable
+                n_shared += 1
+    if len(shared.kernels) >= 2:
+        assert n_shared, "a trace with kernels repeats at least its pid or block_z"
+        assert shared.gpu_activity.equals(built.gpu_activity)
+
+
+def test_only_constant_numeric_columns_are_shared():
+    df = pd.DataFrame({"same": np.full(5, 7, np.int64), "varies": np.arange(5),
+                       "flag": np.ones(5, bool), "nan": np.full(5, np.nan),
+                       "name": pd.Categorical(["a"] * 5)}, index=np.arange(10, 15))
+    out = share_constant_columns(df)
+    pd.testing.assert_frame_equal(out, df)
+    assert [c for c in out.columns if _is_shared(out[c].to_numpy())] == ["same", "flag"]
+    assert out["same"].to_numpy().base.nbytes == 8      # one value, whatever the row count
+    one_row = df.iloc[:1]
+    assert share_constant_columns(one_row) is one_row         # nothing to save on one row
+    varies = df[["varies", "nan"]]
+    assert share_constant_columns(varies) is varies
