@@ -82,6 +82,21 @@ def test_every_integer_width_null_and_many_pages(tmp_path):
         assert values.tolist() == [-1 if w is None else w for w in want]
 
 
+def test_constant_columns_hold_no_rows_of_the_block(tmp_path):
+    """A column with one value throughout comes back as a stride-0 view; the others stay rows
+    of the block, which shrinks to them (a constant one no longer holds its row)."""
+    rows = [(7, i, -1, i * i, None) for i in range(3000)]
+    path, root, cols = _db(tmp_path, "CREATE TABLE t (a INTEGER, b INTEGER, c INTEGER, "
+                           "d INTEGER, e INTEGER)", rows)
+    got = sqlite_pages.read_columns(path, root, cols, cols)
+    assert [got[c][0].tolist() for c in cols] == [[-1 if v is None else v for v in col]
+                                                   for col in zip(*rows)]
+    assert [got[c][0].strides == (0,) for c in cols] == [True, False, True, False, True]
+    block = got["b"][0].base
+    assert block is got["d"][0].base and block.shape == (2, 3000)
+    assert not got["a"][0].flags.writeable
+
+
 def test_rowid_alias_and_deleted_rows(tmp_path):
     """An INTEGER PRIMARY KEY is the rowid (stored as NULL in the record); deleted rows leave
     gaps in it; the rows come back in rowid order."""

@@ -239,11 +239,35 @@ def read_columns(path: Path, root: int, columns: list[str], table_columns: list[
     if got is None:
         return None
     values, temps, nulls, rowids = got
+    values = _constant_rows_shared(values)
     out = {c: (values[k], nulls[k]) for k, c in enumerate(kept)}
     out.update({c: (temps[k], nulls[len(kept) + k]) for k, c in enumerate(temp)})
     if rowid_alias in columns:
         out[rowid_alias] = (rowids, np.zeros(len(rowids), np.bool_))
     return out
+
+
+def _constant_rows_shared(values: np.ndarray) -> list[np.ndarray]:
+    """The block's rows, each that holds one value throughout as a read-only stride-0 view,
+    the others moved to the front of the block and the block shrunk to them in place (realloc).
+
+    Why: the kept columns are rows of one block, so a column shared later (timeline.schema.
+    share_constant_columns) would still hold its row: at 10 M kernels, 9 of 15 rows, 720 MB.
+    """
+    k, n = values.shape
+    constant = [n >= 2 and values[i, 0] == values[i, -1] and bool((values[i] == values[i, 0]).all())
+                for i in range(k)]
+    if not any(constant):
+        return list(values)
+    shared = {i: np.broadcast_to(np.array(values[i, 0], np.int64), (n,))
+              for i in range(k) if constant[i]}
+    moved = [i for i in range(k) if not constant[i]]
+    for j, i in enumerate(moved):        # j <= i: each row is copied down before it is reused
+        if i != j:
+            values[j] = values[i]
+    values.resize((len(moved), n), refcheck=False)   # no view of the block exists yet
+    at = {i: j for j, i in enumerate(moved)}
+    return [shared[i] if constant[i] else values[at[i]] for i in range(k)]
 
 
 def _release(mm: mmap.mmap) -> None:
