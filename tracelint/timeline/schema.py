@@ -130,6 +130,13 @@ def make_table(table: str, columns: Mapping[str, object], n: int | None = None) 
     return pd.DataFrame(data, copy=False)
 
 
+def shared_if_constant(v: np.ndarray) -> np.ndarray:
+    """`v`, or a read-only view of its one value (stride 0) when its 2+ elements are equal."""
+    if len(v) < 2 or v.strides == (0,) or v[0] != v[-1] or not (v == v[0]).all():
+        return v
+    return np.broadcast_to(np.array(v[0], dtype=v.dtype), v.shape)
+
+
 def share_constant_columns(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with each numeric column that holds one value throughout replaced by a read-only
     view of that one value (stride 0), so it costs no memory per row.
@@ -140,11 +147,11 @@ def share_constant_columns(df: pd.DataFrame) -> pd.DataFrame:
     """
     shared = {}
     for col in df.columns:
-        v = df[col].to_numpy() if df[col].dtype.kind in "iub" else None
-        if v is None or len(v) < 2 or v.strides == (0,) or v[0] != v[-1]:
-            continue
-        if (v == v[0]).all():
-            shared[col] = np.broadcast_to(np.array(v[0], dtype=v.dtype), v.shape)
+        if df[col].dtype.kind in "iub":
+            v = df[col].to_numpy()
+            one = shared_if_constant(v)
+            if one is not v:
+                shared[col] = one
     if not shared:
         return df
     return pd.DataFrame({c: shared.get(c, df[c]) for c in df.columns}, index=df.index,

@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..timeline.codes import row_codes
 from ..timeline.model import Timeline
+from ..timeline.schema import share_constant_columns, shared_if_constant
 from .blocking import blocking_calls
 
 #: host item kinds
@@ -133,10 +134,11 @@ def categorical(values, extra: tuple[str, ...] = ()) -> pd.Categorical:
     return cat.add_categories(new) if new else cat
 
 
-def _host_items(tl: Timeline) -> pd.DataFrame:
+def _host_items(tl: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     """API calls and markers, sorted by thread, then start (markers before calls at a start,
-    parents before children). Built one column at a time: at 23 M calls a frame of all the
-    parts plus its sorted copy was a 4 GB transient."""
+    parents before children), and the threads (pid, tid, thread number). Built one column at
+    a time: at 23 M calls a frame of all the parts plus its sorted copy was a 4 GB transient.
+    A column with one value throughout is stored once (a trace of one thread: 184 MB each)."""
     api = tl.api_calls
     names = categorical(api["name"], ("",))
     roles = categorical(tl.api_role if len(api) else pd.Categorical([]), ("marker",))
@@ -168,9 +170,12 @@ def _host_items(tl: Timeline) -> pd.DataFrame:
 
     def column(name: str) -> np.ndarray:
         return np.concatenate([p[name] for p in parts])
-    codes, first = row_codes(column("pid"), column("tid"))
+    pid, tid = column("pid"), column("tid")
+    codes, first = row_codes(pid, tid)
     renumber = np.empty(len(first), dtype=np.int64)       # threads in order of first appearance
     renumber[np.argsort(first, kind="stable")] = np.arange(len(first))
+    threads = pd.DataFrame({"pid": pid[first], "tid": tid[first], "thread": renumber})
+    del pid, tid
     thread = renumber[codes]
     del codes
     # parents before children at equal starts (longer first); markers before calls at a start
@@ -183,7 +188,7 @@ def _host_items(tl: Timeline) -> pd.DataFrame:
     parts.clear()                    # the unsorted columns go before the frame is made
     cols["name"] = pd.Categorical.from_codes(cols["name"], dtype=names.dtype)
     cols["role"] = pd.Categorical.from_codes(cols["role"], dtype=roles.dtype)
-    return pd.DataFrame(cols, copy=False)
+    return share_constant_columns(pd.DataFrame(cols, copy=False)), threads
 
 
 def _chain(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
@@ -349,7 +354,7 @@ def _gap_owners(tl: Timeline, r_thread: np.ndarray, thread: np.ndarray, at: np.n
 
 def build(tl: Timeline) -> RunGraph:
     """The dependency graph of one process-level trace (one rank)."""
-    h = _host_items(tl)
+    h, threads = _host_items(tl)
     thread = h["thread"].to_numpy(np.int64)
     hs, he = h["start"].to_numpy(np.int64), h["end"].to_numpy(np.int64)
     prev, inside, gap = _chain(thread, hs, he)
@@ -359,7 +364,6 @@ def build(tl: Timeline) -> RunGraph:
     launch = np.where(anchored, -1, launch)
     target, ret, extra = blocking_calls(tl, h, g, launch, h["kind"].to_numpy() == API)
     lo, hi = tl.span
-    threads = h[["pid", "tid", "thread"]].drop_duplicates(["pid", "tid"])
     r = tl.ranges
     r_thread = r[["pid", "tid"]].merge(threads, on=["pid", "tid"], how="left")["thread"] \
         .fillna(-1).to_numpy(np.int64)
@@ -379,8 +383,9 @@ def build(tl: Timeline) -> RunGraph:
         h_name=h["name"].array, h_role=h["role"].array,
         h_prev=prev, h_inside=inside, h_gap=gap, h_target=target, h_ret=ret, h_extra=extra,
         h_api_row=h["api_row"].to_numpy(np.int64), h_step=h["step"].to_numpy(np.int64),
-        h_step_edge=h["edge"].to_numpy(), h_driving=drives[thread],
-        g_device=g["device"].to_numpy(np.int64), g_stream=g["stream"].to_numpy(np.int64),
+        h_step_edge=h["edge"].to_numpy(), h_driving=shared_if_constant(drives[thread]),
+        g_device=shared_if_constant(g["device"].to_numpy(np.int64)),
+        g_stream=shared_if_constant(g["stream"].to_numpy(np.int64)),
         g_start=g["start"].to_numpy(np.int64), g_end=g["end"].to_numpy(np.int64),
         g_name=categorical(g["name"]), g_table=g["table"].array,
         g_row=g["row"].to_numpy(np.int64), g_class=g["cls"].array,
