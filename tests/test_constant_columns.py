@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import ALL_TRACES, REPO, needs_shared
 
-import tracelint.importers as importers
+from tracelint import importers
 from tracelint.timeline.schema import TABLES, share_constant_columns
 
 EXAMPLES = sorted((REPO / "fixtures" / "examples").glob("*.sqlite")) \

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..jit import Loop
+from ..timeline.schema import shared_if_constant
 
 #: Pages parsed between two releases of the mapped file (the pages read stay in the OS page
 #: cache, not in this process's resident memory).
@@ -254,20 +255,19 @@ def _constant_rows_shared(values: np.ndarray) -> list[np.ndarray]:
     Why: the kept columns are rows of one block, so a column shared later (timeline.schema.
     share_constant_columns) would still hold its row: at 10 M kernels, 9 of 15 rows, 720 MB.
     """
-    k, n = values.shape
-    constant = [n >= 2 and values[i, 0] == values[i, -1] and bool((values[i] == values[i, 0]).all())
-                for i in range(k)]
+    views = list(values)
+    one = [o if o is not v else None for o, v in ((shared_if_constant(v), v) for v in views)]
+    del views                            # no view of the block may outlive the resize
+    constant = [o is not None for o in one]
     if not any(constant):
         return list(values)
-    shared = {i: np.broadcast_to(np.array(values[i, 0], np.int64), (n,))
-              for i in range(k) if constant[i]}
-    moved = [i for i in range(k) if not constant[i]]
+    moved = [i for i, c in enumerate(constant) if not c]
     for j, i in enumerate(moved):        # j <= i: each row is copied down before it is reused
         if i != j:
             values[j] = values[i]
-    values.resize((len(moved), n), refcheck=False)   # no view of the block exists yet
+    values.resize((len(moved), values.shape[1]), refcheck=False)
     at = {i: j for j, i in enumerate(moved)}
-    return [shared[i] if constant[i] else values[at[i]] for i in range(k)]
+    return [values[at[i]] if i in at else one[i] for i in range(len(constant))]
 
 
 def _release(mm: mmap.mmap) -> None:
