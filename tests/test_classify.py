@@ -1,10 +1,13 @@
 """Kernel and API classification across vendors, libraries and name manglings."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import tracelint
 from conftest import TRACES
+from tracelint.timeline import classify
 from tracelint.timeline.classify import (api_role, is_fp32_cuda_core_gemm, kernel_class, strip_api_version,
                                          sync_kind)
 
@@ -87,3 +90,22 @@ def test_communication_on_real_traces(name):
     assert nccl_named.any()
     assert (is_comm[nccl_named]).all()           # every NCCL/RCCL kernel is communication
     assert not (is_comm & ~nccl_named).any()     # and nothing else is, on these traces
+
+
+def test_classify_categorical_keeps_only_labels_that_occur():
+    """Counting the codes gives what pandas' remove_unused_categories gives (category order,
+    codes and their dtype), on random columns with missing rows and unused categories."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        k, n = int(rng.integers(1, 40)), int(rng.integers(0, 60))
+        cat = pd.Categorical.from_codes(rng.integers(-1, k, n), [f"k{i}" for i in range(k)])
+        m = int(rng.integers(1, 6))
+        fn = lambda s: f"class{int(s[1:]) % m}"  # noqa: E731
+        labels = np.array([fn(c) for c in cat.categories], dtype=object)
+        uniq, inv = np.unique(labels, return_inverse=True)
+        codes = np.asarray(cat.codes)
+        want = pd.Categorical.from_codes(inv[np.where(codes >= 0, codes, 0)], uniq) \
+            .remove_unused_categories()
+        got = classify.classify_categorical(cat, fn)
+        assert list(got.categories) == list(want.categories)
+        assert got.codes.dtype == want.codes.dtype and np.array_equal(got.codes, want.codes)

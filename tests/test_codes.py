@@ -31,6 +31,21 @@ def test_row_codes_equal_unique_axis0(n, k, seed):
     assert all(codes[f] == c and (codes[:f] != c).all() for c, f in enumerate(first))
 
 
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_row_codes_of_shared_constant_columns(where):
+    """A stride-0 column (timeline.schema.shared_if_constant) is skipped, not factorised: the
+    codes and first rows equal those of the same values stored in full."""
+    rng = np.random.default_rng(where)
+    cols = [rng.integers(0, 4, 1000, dtype=np.int64) for _ in range(3)]
+    cols[where] = np.full(1000, 9, np.int64)
+    shared = list(cols)
+    shared[where] = np.broadcast_to(np.int64(9), (1000,))
+    want, got = row_codes(*cols), row_codes(*shared)
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+    everything = row_codes(*[np.broadcast_to(np.int64(v), (1000,)) for v in (1, 2)])
+    assert np.array_equal(everything[0], np.zeros(1000)) and everything[1].tolist() == [0]
+
+
 def test_thread_codes_shared_across_arrays_on_a_real_trace():
     import tracelint
     path = SHARED / "torch" / "hta_v100_rank1of2.json.gz"

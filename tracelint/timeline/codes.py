@@ -18,10 +18,15 @@ def row_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order (as np.unique(axis=0, return_inverse=True)), first[c] the first row holding code c."""
     n = len(columns[0]) if columns else 0
     key = np.zeros(n, dtype=np.int64)
-    for i, col in enumerate(columns):
-        rank, uniq = pd.factorize(np.asarray(col, dtype=np.int64), sort=True)
+    first_col = True
+    for col in columns:
+        col = np.asarray(col, dtype=np.int64)
+        if n > 1 and col.strides == (0,):   # one value (a shared column): distinguishes nothing
+            continue
+        rank, uniq = pd.factorize(col, sort=True)
         rank = rank.astype(np.int64, copy=False)
-        key = rank if i == 0 else pd.factorize(key * len(uniq) + rank, sort=True)[0].astype(np.int64)
+        key = rank if first_col else pd.factorize(key * len(uniq) + rank, sort=True)[0].astype(np.int64)
+        first_col = False
     first = np.zeros(int(key.max()) + 1 if n else 0, dtype=np.int64)
     first[key[::-1]] = np.arange(n - 1, -1, -1)  # the last write per code is its first row
     return key, first
