@@ -55,3 +55,13 @@ def test_only_constant_numeric_columns_are_shared():
     assert share_constant_columns(one_row) is one_row         # nothing to save on one row
     varies = df[["varies", "nan"]]
     assert share_constant_columns(varies) is varies
+
+
+def test_a_copied_table_is_writable_row_by_row():
+    """The documented way to edit a loaded table (README, tracelint.load): copy it first. The
+    shared column then holds its own rows, so one write changes one row."""
+    df = share_constant_columns(pd.DataFrame({"device": np.zeros(4, np.int64), "x": np.arange(4)}))
+    assert not df["device"].to_numpy().flags.writeable
+    mine = df.copy()
+    mine.loc[1, "device"] = 3
+    assert mine["device"].tolist() == [0, 3, 0, 0] and df["device"].tolist() == [0, 0, 0, 0]

@@ -26,7 +26,9 @@ Progress = Callable[[str, float], None]
 
 
 def load(source: str | Path, progress: Progress | None = None) -> "Timeline":
-    """Load a trace file (format sniffed from its content) into a Timeline."""
+    """Load a trace file (format sniffed from its content) into a Timeline. A numeric column
+    that holds one value throughout is a read-only view (timeline.schema.share_constant_columns):
+    `.copy()` a table before writing into it in place."""
     from .importers import load as load_trace
     return load_trace(source, progress=progress)
 

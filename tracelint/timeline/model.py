@@ -62,7 +62,9 @@ class Meta:
 
 @dataclass
 class Timeline:
-    """Columnar tables (see schema.TABLES) plus metadata; times are integer ns."""
+    """Columnar tables (see schema.TABLES) plus metadata; times are integer ns. Nothing writes
+    into a loaded table: its constant columns are shared read-only views
+    (schema.share_constant_columns)."""
 
     kernels: pd.DataFrame = field(default_factory=lambda: empty_table("kernels"))
     copies: pd.DataFrame = field(default_factory=lambda: empty_table("copies"))
