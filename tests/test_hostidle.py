@@ -324,3 +324,23 @@ def test_exclusive_by_subtraction_equals_the_sweep_on_nested_rows():
     s, e = np.array([0, 0], np.int64), np.array([10, 10], np.int64)      # twins
     _, parent = nest(np.zeros(2, np.int64), s, e)
     assert _exclusive_nested(s, e, np.array([0]), np.array([20]), parent) is None
+
+
+def test_depth_by_pointer_doubling_equals_the_walk_in_start_order():
+    """hostidle._depth gives what the walk over rows in start order gives, including parents
+    that sort after their child (equal starts), on random forests deep and shallow."""
+    from tracelint.timeline.hostidle import _depth
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        n = int(rng.integers(0, 300))
+        parent = np.full(n, -1, np.int64)
+        for i in range(1, n):                       # a chain-heavy forest: deep and wide
+            if rng.random() < 0.9:
+                parent[i] = i - 1 if rng.random() < 0.7 else int(rng.integers(0, i))
+        start = rng.integers(0, 5 if trial % 2 else 10**6, n)   # many equal starts half the time
+        order = np.argsort(start, kind="stable")
+        want = np.zeros(n, np.int64)
+        for i in order:
+            if parent[i] >= 0:
+                want[i] = want[parent[i]] + 1
+        assert np.array_equal(_depth(parent, order), want)

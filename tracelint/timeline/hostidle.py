@@ -395,20 +395,41 @@ def own_category(src: int, name: str, file: str, kind: str) -> str:
     return "cpu_op" if kind == "op" else "annotation"
 
 
+def _depth(parent: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Nesting depth of each row, as a walk in `order` (start order: parents start no later
+    than their children) computes it, depth[i] = depth[parent[i]] + 1: a parent that comes
+    later in the order (only possible at equal starts) still counts 0 then. By pointer
+    doubling, log2(depth) numpy passes instead of a Python step per row."""
+    n = len(parent)
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n)
+    has = parent >= 0
+    p = np.maximum(parent, 0)
+    up = np.where(has & (pos[p] < pos), parent, -1)     # the links the walk follows
+    depth = has.astype(np.int64)
+    on = np.flatnonzero(up >= 0)
+    while len(on):
+        j = up[on]
+        depth[on] += depth[j]       # both right-hand sides read before either write
+        up[on] = up[j]
+        on = on[up[on] >= 0]
+    return depth
+
+
 def _categorise(rows: dict, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row: effective category, anchor row (the range that names the activity) and the
     innermost user Python frame around it (-1: none), top-down over the nesting."""
     n = len(parent)
-    memo: dict = {}         # names repeat: each distinct one is classified once
-    own = np.array([memo[key] if key in memo else memo.setdefault(key, own_category(*key)) for key in
-                    zip(rows["src"].tolist(), rows["name"], rows["file"], rows["kind"])], dtype=object)
-    files = {f: not classify.LIBRARY_CODE.search(str(f)) for f in set(rows["file"].tolist())}
-    user = (rows["src"] == 0) & (rows["line"] >= 0) & np.array([files[f] for f in rows["file"]], dtype=bool)
-    depth = np.zeros(n, np.int64)
-    order = np.argsort(rows["start"], kind="stable")
-    for i in order:             # parents start no later than their children
-        if parent[i] >= 0:
-            depth[i] = depth[parent[i]] + 1
+    # names repeat: each distinct (source, name, file, kind) is classified once, and the rows
+    # are mapped to it by codes (a Python step per row was 0.3 s per million rows)
+    text = {k: pd.factorize(rows[k], use_na_sentinel=False) for k in ("name", "file", "kind")}
+    key, first = row_codes(rows["src"], *(text[k][0] for k in ("name", "file", "kind")))
+    own = np.array([own_category(int(rows["src"][i]), rows["name"][i], rows["file"][i],
+                                 rows["kind"][i]) for i in first.tolist()] or [""], dtype=object)[key]
+    file_code, files = text["file"]
+    user_file = np.array([not classify.LIBRARY_CODE.search(str(f)) for f in files] or [False])
+    user = (rows["src"] == 0) & (rows["line"] >= 0) & user_file[file_code]
+    depth = _depth(parent, np.argsort(rows["start"], kind="stable"))
     cat = own.copy()
     anchor = np.arange(n)
     loc = np.where(user, np.arange(n), -1)
