@@ -255,3 +255,16 @@ def test_savings_need_only_the_base_totals_after_its_times_are_released():
     assert w.base is None and w.saving(edits) == before
     p = build(tracelint.load(path))
     assert not p.h_dur.flags.writeable and np.array_equal(p.h_dur, p.h_end - p.h_start)
+
+
+def test_dropping_extra_waits_keeps_the_others_in_order():
+    """A selected call stops waiting for its extra GPU ops; unselected calls keep theirs, in
+    their order (the replay builds its edges from that order)."""
+    from types import SimpleNamespace
+
+    from tracelint.whatif.edits import _drop_extra_waits
+    p = SimpleNamespace(h_extra={5: [1], 1: [2, 3], 3: [4], 7: [0]})
+    m = np.zeros(9, bool)
+    m[[1, 4, 7]] = True
+    _drop_extra_waits(p, m)
+    assert list(p.h_extra.items()) == [(5, [1]), (3, [4])]

@@ -167,8 +167,7 @@ class RemoveSync:
         p.writable("h_target", "h_dur")
         p.h_target[m] = -1
         p.h_dur[m] = np.minimum(p.h_dur[m], p.h_ret[m])
-        for i in np.flatnonzero(m):
-            p.h_extra.pop(int(i), None)
+        _drop_extra_waits(p, m)
 
 
 @dataclass(frozen=True)
@@ -186,8 +185,15 @@ class NonBlocking:
         p.writable("h_target", "h_dur")
         p.h_target[m] = -1
         p.h_dur[m] = np.minimum(p.h_dur[m], max(int(self.cost_ns), 0))
-        for i in np.flatnonzero(m):
-            p.h_extra.pop(int(i), None)
+        _drop_extra_waits(p, m)
+
+
+def _drop_extra_waits(p: Plan, m: np.ndarray) -> None:
+    """The selected host items wait for no extra GPU ops. Walks the items that have extra
+    waits (device syncs), not the selection: a Python step per selected call was 0.8 s for
+    the synchronize calls of 3 M kernels."""
+    for i in [k for k in p.h_extra if m[k]]:
+        del p.h_extra[i]
 
 
 def _inside_ranges(g: RunGraph, ranges: np.ndarray) -> np.ndarray:
