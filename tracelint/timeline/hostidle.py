@@ -425,9 +425,9 @@ def _categorise(rows: dict, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     text = {k: pd.factorize(rows[k], use_na_sentinel=False) for k in ("name", "file", "kind")}
     key, first = row_codes(rows["src"], *(text[k][0] for k in ("name", "file", "kind")))
     own = np.array([own_category(int(rows["src"][i]), rows["name"][i], rows["file"][i],
-                                 rows["kind"][i]) for i in first.tolist()] or [""], dtype=object)[key]
+                                 rows["kind"][i]) for i in first.tolist()], dtype=object)[key]
     file_code, files = text["file"]
-    user_file = np.array([not classify.LIBRARY_CODE.search(str(f)) for f in files] or [False])
+    user_file = np.array([not classify.LIBRARY_CODE.search(str(f)) for f in files], dtype=bool)
     user = (rows["src"] == 0) & (rows["line"] >= 0) & user_file[file_code]
     depth = _depth(parent, np.argsort(rows["start"], kind="stable"))
     cat = own.copy()
