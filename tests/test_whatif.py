@@ -268,3 +268,32 @@ def test_dropping_extra_waits_keeps_the_others_in_order():
     m[[1, 4, 7]] = True
     _drop_extra_waits(p, m)
     assert list(p.h_extra.items()) == [(5, [1]), (3, [4])]
+
+
+def test_critical_path_summed_in_slices_equals_one_slice(v100, monkeypatch):
+    """Breakdown and top items add the path up a bounded slice at a time; slices of a few
+    segments (across iteration windows) give the very same dict as one slice."""
+    import tracelint.whatif.critical_path as cpm
+    tl, g, r = v100
+    cp = critical_path(r)
+    whole = cp.to_dict(r.work_span_ns, r.windows())
+    monkeypatch.setattr(cpm, "SEGMENT_CHUNK", 7)
+    assert len(cp.start) > 7 * 10
+    assert cp.to_dict(r.work_span_ns, r.windows()) == whole
+    assert whole["top_items"] and all(it["top_items"] for it in whole["iterations"])
+
+
+def test_links_stored_int32_replay_as_int64_links_do(v100):
+    """The graph keeps its links between nodes as int32 (half the memory); a graph with the
+    same links as int64 replays to the same times and critical path."""
+    import dataclasses
+    from tracelint.whatif.graph import index_dtype
+    tl, g, r = v100
+    links = ("h_prev", "h_target", "h_api_row", "g_row", "g_launch", "g_spred", "g_xpred")
+    assert all(getattr(g, k).dtype == np.int32 for k in links)
+    wide = dataclasses.replace(g, **{k: getattr(g, k).astype(np.int64) for k in links})
+    r64 = replay(wide)
+    for a in ("h_start", "h_end", "g_start", "g_end"):
+        assert np.array_equal(getattr(r64, a), getattr(r, a))
+    assert critical_path(r64).to_dict(r64.work_span_ns) == critical_path(r).to_dict(r.work_span_ns)
+    assert index_dtype(2**31 - 2) == np.int32 and index_dtype(2**31) == np.int64

@@ -14,12 +14,15 @@ import numpy as np
 import pandas as pd
 
 from ..jit import Loop
+from .graph import index_dtype
 from .replay import Replay
 from .sweep import COMPILE_FROM
 
 #: Breakdown classes, in display order. GPU compute is split by kernel class ("gpu:gemm").
 HOST_CLASSES = ("host launch", "host blocked in sync", "host other")
 OTHER_CLASSES = ("communication", "copies", "idle")
+#: Path segments summed at a time (breakdown, top items): bounded temporaries.
+SEGMENT_CHUNK = 1 << 21
 _HOST_ROLE_CLASS = {"launch": "host launch", "copy": "host launch", "memset": "host launch",
                     "sync": "host blocked in sync"}
 
@@ -40,21 +43,30 @@ class CriticalPath:
     def length_ns(self) -> int:
         return int((self.end - self.start).sum())
 
-    def _clip(self, lo: int | None, hi: int | None):
-        """Durations, class codes and item codes of the segments inside [lo, hi) (segments are
-        in time order, so a window is a slice)."""
-        s, e, c, it = self.start, self.end, self.cls, self.item
+    def _chunks(self, lo: int | None, hi: int | None):
+        """Durations, class codes and item codes of the segments inside [lo, hi), a bounded
+        slice at a time (segments are in time order, so a window is a slice): the path of a
+        10 M-kernel export has tens of millions of segments, and a temporary over all of
+        them was the replay stage's peak."""
+        s, e = self.start, self.end
+        a, b = 0, len(s)
         if lo is not None:
-            a, b = np.searchsorted(e, lo, side="right"), np.searchsorted(s, hi, side="left")
-            s, e, c, it = np.maximum(s[a:b], lo), np.minimum(e[a:b], hi), c[a:b], it[a:b]
-        return np.maximum(e - s, 0), c, it
+            a, b = int(np.searchsorted(e, lo, side="right")), int(np.searchsorted(s, hi, side="left"))
+        for k in range(a, max(a, b), SEGMENT_CHUNK):
+            z = min(k + SEGMENT_CHUNK, b)
+            ss, ee = s[k:z], e[k:z]
+            if lo is not None:
+                ss, ee = np.maximum(ss, lo), np.minimum(ee, hi)
+            yield np.maximum(ee - ss, 0), self.cls[k:z], self.item[k:z]
 
     def breakdown(self, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
         """ns per class, largest first (ties by name), optionally only the part of the path
         inside [lo, hi)."""
-        d, cc, _ = self._clip(lo, hi)
         # float sums of integer ns are exact below 2**53 ns (104 days)
-        ns = np.bincount(cc, weights=d, minlength=len(self.classes)).astype(np.int64)
+        ns = np.zeros(len(self.classes))
+        for d, cc, _ in self._chunks(lo, hi):
+            ns += np.bincount(cc, weights=d, minlength=len(self.classes))
+        ns = ns.astype(np.int64)
         shown = [k for k in sorted(range(len(self.classes)), key=self.classes.__getitem__)
                  if ns[k] > 0]
         shown.sort(key=lambda k: -ns[k])
@@ -63,14 +75,25 @@ class CriticalPath:
     def top_items(self, n: int = 10, lo: int | None = None, hi: int | None = None) -> list[dict]:
         """The classes and names that take most time on the path (all their pieces summed),
         optionally only inside [lo, hi); ties in order of first appearance."""
-        d, cc, ic = self._clip(lo, hi)
-        named = ic >= 0                          # a segment without a name is not an item
         width = len(self.items) + 1
-        pair, first = pd.factorize(cc[named].astype(np.int64) * width + ic[named])
+        keys, sums, counts = [], [], []        # per slice: its (class, item) pairs in order of
+        for d, cc, ic in self._chunks(lo, hi):  # first appearance, their ns and counts
+            named = ic >= 0                      # a segment without a name is not an item
+            key = cc[named].astype(np.int64)
+            key *= width
+            key += ic[named]
+            pair, first = pd.factorize(key)
+            keys.append(first)
+            sums.append(np.bincount(pair, weights=d[named], minlength=len(first)))
+            counts.append(np.bincount(pair, minlength=len(first)))
+        if not keys:
+            return []
+        # the slices' pairs in order are every pair in order of first appearance
+        pair, first = pd.factorize(np.concatenate(keys))
         if not len(first):
             return []
-        ns = np.bincount(pair, weights=d[named], minlength=len(first)).astype(np.int64)
-        count = np.bincount(pair, minlength=len(first))
+        ns = np.bincount(pair, weights=np.concatenate(sums), minlength=len(first)).astype(np.int64)
+        count = np.bincount(pair, weights=np.concatenate(counts), minlength=len(first)).astype(np.int64)
         shown = np.flatnonzero(ns > 0)
         shown = shown[np.argsort(-ns[shown], kind="stable")][:n]
         return [{"name": self.items[first[k] % width], "class": self.classes[first[k] // width],
@@ -96,12 +119,12 @@ def _bindings(r: Replay):
     # the constraint that gives each op its start; later ones win, so on ties the GPU side
     # (another stream, then the stream) is preferred over the launch: a queued op waits for
     # the GPU, not the host. One constraint at a time (10 M ops: no 3 x n matrix).
-    gb = np.full(g.n_gpu, -1, dtype=np.int64)
+    gb = np.full(g.n_gpu, -1, dtype=np.int8)
     for k, (pred, src, off) in enumerate(((p.g_launch, hs, p.g_lat), (p.g_spred, ge, p.g_qgap),
                                           (p.g_xpred, ge, p.g_xgap))):
         ok = np.flatnonzero(pred >= 0)
         gb[ok[src[pred[ok]] + off[ok] == gs[ok]]] = k
-    hb = np.full(g.n_host, -1, dtype=np.int64)
+    hb = np.full(g.n_host, -1, dtype=index_dtype(g.n_gpu))
     t = p.h_target >= 0
     blocked = t & (he > hs + p.h_ret)
     hb[blocked] = p.h_target[blocked]
@@ -211,10 +234,11 @@ class _Walker:
         # a small graph: room for every node, one pass; a big one (or compiled): count, then
         # fill exactly, with no array of every node (56 M at 10 M kernels)
         cap = 0 if size > PLAIN_WALK_ROOM or WALK.use_compiled(size) else size + 1
-        kinds, idx = np.empty(cap, np.int8), np.empty(cap, np.int64)
+        at = index_dtype(max(g.n_gpu, g.n_host))
+        kinds, idx = np.empty(cap, np.int8), np.empty(cap, at)
         n = WALK(size, *args, kinds, idx)
         if n > cap:
-            kinds, idx = np.empty(n, np.int8), np.empty(n, np.int64)
+            kinds, idx = np.empty(n, np.int8), np.empty(n, at)
             WALK(size, *args, kinds, idx)
         return kinds[:n], idx[:n]
 
@@ -228,8 +252,8 @@ class _Walker:
         has_op = kinds == _G
         # walk order is (op, wait) per GPU step; time order is the walk reversed: each step's
         # wait segment is at m - 1 - (cumulative width - 1), computed in place (27 M steps)
-        wait_at = np.cumsum(has_op, dtype=np.int64)
-        wait_at += np.arange(1, len(has_op) + 1)
+        wait_at = np.cumsum(has_op, dtype=index_dtype(2 * len(has_op)))
+        wait_at += np.arange(1, len(has_op) + 1, dtype=wait_at.dtype)
         m = int(wait_at[-1]) if len(wait_at) else 0
         np.subtract(m, wait_at, out=wait_at)
         S, E = np.empty(m, np.int64), np.empty(m, np.int64)
@@ -286,14 +310,22 @@ class _Walker:
 def critical_path(r: Replay) -> CriticalPath:
     """The path that ends with the last GPU op or driving thread's call (see Replay.work_end)."""
     g = r.graph
-    hd = np.flatnonzero(g.h_driving) if g.n_host else np.zeros(0, np.int64)
-    if not g.n_gpu and not len(hd):
-        hd = np.arange(g.n_host)
-    if not g.n_gpu and not len(hd):
+    host = _last_end(r.h_end, g.h_driving if g.n_gpu or g.h_driving.any() else None)
+    if not g.n_gpu and host is None:
         z = np.zeros(0, np.int64)
         return CriticalPath(z, z, z.astype(np.int32), z.astype(np.int32), [], [])
-    if g.n_gpu and (not len(hd) or r.g_end.max() >= r.h_end[hd].max()):
+    if g.n_gpu and (host is None or r.g_end.max() >= r.h_end[host]):
         node, i = "g", int(np.argmax(r.g_end))
     else:
-        node, i = "he", int(hd[np.argmax(r.h_end[hd])])
+        node, i = "he", host
     return _Walker(r).walk(node, i, g.span_start)
+
+
+def _last_end(end: np.ndarray, among: np.ndarray | None) -> int | None:
+    """The first item with the latest end among the items `among` selects (every item when
+    None), or None when it selects none. Without a list of the selected items when all are
+    (a trace whose threads all drive the GPU: 23 M items at 10 M kernels)."""
+    if among is None or among.all():
+        return int(np.argmax(end)) if len(end) else None
+    sel = np.flatnonzero(among)
+    return int(sel[np.argmax(end[sel])]) if len(sel) else None

@@ -51,6 +51,8 @@ class RunGraph:
     h_kind: np.ndarray          # int8: API | MARK
     h_name: pd.Categorical      # call name ('' for markers)
     h_role: pd.Categorical      # launch | sync | copy | memset | alloc | other | marker
+    # links between nodes (h_prev, h_target, h_api_row, g_row, g_launch, g_spred, g_xpred) are
+    # int32 below 2**31 events (index_dtype): 23 M host items and 10 M ops at 10 M kernels
     h_prev: np.ndarray          # previous item on the thread, -1: anchored at its own time
     h_inside: np.ndarray        # bool: offset from prev's start instead of its end
     h_gap: np.ndarray           # offset from prev's end (or start when inside)
@@ -104,6 +106,12 @@ class RunGraph:
     @property
     def n_gpu(self) -> int:
         return len(self.g_start)
+
+
+def index_dtype(n: int) -> type:
+    """The narrowest of int32 and int64 that holds every index below n (and -1): the graph's
+    links into its own nodes, half the memory of int64 below 2**31 nodes."""
+    return np.int32 if n < np.iinfo(np.int32).max else np.int64
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -377,19 +385,21 @@ def build(tl: Timeline) -> RunGraph:
     drives = np.zeros(int(thread.max()) + 1 if len(thread) else 0, bool)
     drives[thread[launch[launch >= 0]]] = True
     drives[thread[target >= 0]] = True
+    ix = index_dtype(2 * len(hs) + len(g))     # every event id of a replay fits (replay._order)
     return RunGraph(
         span_start=int(lo), span_end=int(hi),
         h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(),
         h_name=h["name"].array, h_role=h["role"].array,
-        h_prev=prev, h_inside=inside, h_gap=gap, h_target=target, h_ret=ret, h_extra=extra,
-        h_api_row=h["api_row"].to_numpy(np.int64), h_step=h["step"].to_numpy(np.int64),
+        h_prev=prev.astype(ix), h_inside=inside, h_gap=gap, h_target=target.astype(ix), h_ret=ret, h_extra=extra,
+        h_api_row=h["api_row"].to_numpy(ix), h_step=h["step"].to_numpy(np.int64),
         h_step_edge=h["edge"].to_numpy(), h_driving=shared_if_constant(drives[thread]),
         g_device=shared_if_constant(g["device"].to_numpy(np.int64)),
         g_stream=shared_if_constant(g["stream"].to_numpy(np.int64)),
         g_start=g["start"].to_numpy(np.int64), g_end=g["end"].to_numpy(np.int64),
         g_name=categorical(g["name"]), g_table=g["table"].array,
-        g_row=g["row"].to_numpy(np.int64), g_class=g["cls"].array,
-        g_launch=launch, g_lat=lat, g_spred=spred, g_qgap=qgap, g_xpred=xpred, g_xgap=xgap,
+        g_row=g["row"].to_numpy(ix), g_class=g["cls"].array,
+        g_launch=launch.astype(ix), g_lat=lat, g_spred=spred.astype(ix), g_qgap=qgap,
+        g_xpred=xpred.astype(ix), g_xgap=xgap,
         g_kind=pd.Categorical.from_codes(kind, dtype=kinds.dtype), r_thread=r_thread,
         r_start=r["start"].to_numpy(np.int64), r_end=r["end"].to_numpy(np.int64),
         r_name=categorical(r["name"] if len(r) else pd.Categorical([])),

@@ -96,6 +96,13 @@ def _i64(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+def _ints(a) -> np.ndarray:
+    """An index array as it is when int32 or int64 (the graph's links are int32 below 2**31
+    events: no int64 copy per replay), else as int64."""
+    a = np.asarray(a)
+    return np.ascontiguousarray(a) if a.dtype in (np.int32, np.int64) else _i64(a)
+
+
 def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
           collectives: tuple | None = None) -> tuple[np.ndarray, ...]:
     """Replayed (host start, host end, GPU start, GPU end) arrays.
@@ -115,7 +122,9 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
                else np.zeros(0, np.int64))
     out = [np.zeros(nh, np.int64), np.zeros(nh, np.int64),
            np.zeros(n_gpu, np.int64), np.zeros(n_gpu, np.int64)]
-    LOOP(len(order), _i64(order), _i64(h_prev), np.ascontiguousarray(h_inside, dtype=bool),
-         *map(_i64, (h_anchor, h_gap, h_dur, h_tgt, h_ret)), x_host, x_ptr, x_gpu,
-         *map(_i64, gpu), c_ptr, c_gpu, c_after, *out)
+    g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor = gpu
+    LOOP(len(order), _ints(order), _ints(h_prev), np.ascontiguousarray(h_inside, dtype=bool),
+         *map(_i64, (h_anchor, h_gap, h_dur)), _ints(h_tgt), _i64(h_ret), x_host, x_ptr, x_gpu,
+         _ints(g_launch), _i64(g_lat), _ints(g_spred), _i64(g_qgap), _ints(g_xpred),
+         *map(_i64, (g_xgap, g_dur, g_floor)), c_ptr, c_gpu, c_after, *out)
     return tuple(out)
