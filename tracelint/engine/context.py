@@ -66,9 +66,9 @@ class Context:
         """launch_index aligned with tl.gpu_activity rows (api_calls row or -1)."""
         act = self.tl.gpu_activity
         out = np.full(len(act), -1, dtype=np.int64)
-        tables, rows = act["table"].to_numpy(), act["row"].to_numpy()
+        tables, rows = act["table"].array, act["row"].to_numpy()
         for table, idx in ((t, self.tl.launch_index(t)) for t in GPU_ACTIVITY_TABLES):
-            sel = tables == table
+            sel = np.asarray(tables == table)
             out[sel] = idx[rows[sel]]
         return out
 

@@ -197,7 +197,7 @@ class _Vocab:
     def codes(self, values: pd.Categorical, fn=str, missing: int = -1) -> np.ndarray:
         """The code of fn(label) of each value, decided per category; `missing` where a value
         has no label."""
-        lut = np.array([self.of(fn(str(c))) for c in values.categories] + [missing], np.int64)
+        lut = np.array([self.of(fn(str(c))) for c in values.categories] + [missing], np.int32)
         codes = np.asarray(values.codes)
         return lut[np.where(codes >= 0, codes, len(lut) - 1)]
 

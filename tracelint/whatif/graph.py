@@ -57,10 +57,10 @@ class RunGraph:
     h_inside: np.ndarray        # bool: offset from prev's start instead of its end
     h_gap: np.ndarray           # offset from prev's end (or start when inside)
     h_target: np.ndarray        # GPU op a blocking call waited for, -1 when not blocking
-    h_ret: np.ndarray           # return latency after the target's end
+    h_ret: np.ndarray           # return latency after the target's end (narrow(): no edit writes it)
     h_extra: dict               # host item -> more GPU ops it waits for (device syncs)
     h_api_row: np.ndarray       # api_calls row, -1 for markers
-    h_step: np.ndarray          # iteration number at step markers, -1 elsewhere
+    h_step: np.ndarray          # iteration number at step markers, -1 elsewhere (narrow())
     h_step_edge: np.ndarray     # int8: 0 step start marker, 1 step end marker, -1 elsewhere
     h_driving: np.ndarray       # bool: the item's thread launches GPU work or waits for it
     # GPU ops
@@ -112,6 +112,15 @@ def index_dtype(n: int) -> type:
     """The narrowest of int32 and int64 that holds every index below n (and -1): the graph's
     links into its own nodes, half the memory of int64 below 2**31 nodes."""
     return np.int32 if n < np.iinfo(np.int32).max else np.int64
+
+
+def narrow(a: np.ndarray) -> np.ndarray:
+    """a as int32 when every value fits, else as it is: for columns that no edit writes
+    (return latencies, step numbers), so a narrow array never receives a wide value."""
+    i32 = np.iinfo(np.int32)
+    if len(a) and (int(a.min()) < i32.min or int(a.max()) > i32.max):
+        return a
+    return a.astype(np.int32)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -390,8 +399,8 @@ def build(tl: Timeline) -> RunGraph:
         span_start=int(lo), span_end=int(hi),
         h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(),
         h_name=h["name"].array, h_role=h["role"].array,
-        h_prev=prev.astype(ix), h_inside=inside, h_gap=gap, h_target=target.astype(ix), h_ret=ret, h_extra=extra,
-        h_api_row=h["api_row"].to_numpy(ix), h_step=h["step"].to_numpy(np.int64),
+        h_prev=prev.astype(ix), h_inside=inside, h_gap=gap, h_target=target.astype(ix), h_ret=narrow(ret), h_extra=extra,
+        h_api_row=h["api_row"].to_numpy(ix), h_step=narrow(h["step"].to_numpy(np.int64)),
         h_step_edge=h["edge"].to_numpy(), h_driving=shared_if_constant(drives[thread]),
         g_device=shared_if_constant(g["device"].to_numpy(np.int64)),
         g_stream=shared_if_constant(g["stream"].to_numpy(np.int64)),
