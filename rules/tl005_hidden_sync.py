@@ -107,20 +107,20 @@ class HiddenSync(Rule):
                 continue
             if idle < opt.min_idle_share * span:
                 continue
-            yield self._finding(ctx, {k: v[rows] for k, v in cand.items()}, names, idle, span)
+            yield self._finding(ctx, _Site(cand, rows), names, idle, span)
 
     # ---------------------------------------------------------------------------------------
-    def _finding(self, ctx, g: dict, names: dict, idle: int, span: int):
+    def _finding(self, ctx, g: "_Site", names: dict, idle: int, span: int):
         """g: one call site's calls (candidate columns, names as codes into names)."""
         opt = self.options
         rep = int(g["idle"].argmax())
-        row = int(g["row"][rep])
+        row = int(g.at("row", rep))
         where = ctx.where_for_api(row)
-        device = int(g["device"][rep])
+        device = int(g.at("device", rep))
         where.device = device if device >= 0 else None
-        where.start_ns, where.end_ns = int(g["win_start"][rep]), int(g["win_end"][rep])
-        api_name, op = str(names["api"][g["api"][rep]]), str(names["op"][g["op"][rep]])
-        kind = str(KINDS[g["kind"][rep]])
+        where.start_ns, where.end_ns = int(g.at("win_start", rep)), int(g.at("win_end", rep))
+        api_name, op = str(names["api"][g.at("api", rep)]), str(names["op"][g.at("op", rep)])
+        kind = str(KINDS[g.at("kind", rep)])
         host_ns = g["end"] - g["start"]
         blocked = int(host_ns.sum())
         n, iters = len(host_ns), len(np.unique(g["step"][g["step"] >= 0]))
@@ -156,10 +156,10 @@ class HiddenSync(Rule):
         micro = ctx.microarch(device if device >= 0 else None, where.start_ns, where.end_ns,
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
         order = np.argsort(-g["idle"], kind="stable")[: opt.top]
-        windows = [(int(g["win_start"][i]), int(g["win_end"][i])) for i in order]
-        file = names["file"][g["file"][rep]]
-        key = "|".join([kind, api_name, op, str(file or ""), str(g["line"][rep]),
-                        str(names["path"][g["path"][rep]])])
+        windows = [(int(g.at("win_start", i)), int(g.at("win_end", i))) for i in order]
+        file = names["file"][g.at("file", rep)]
+        key = "|".join([kind, api_name, op, str(file or ""), str(g.at("line", rep)),
+                        str(names["path"][g.at("path", rep)])])
         return self.finding(
             ctx,
             message=(f"`{api_name}`{via}{at} blocks the host {n}× ({blocked / 1e6:.2f} ms); {dev} idles "
@@ -169,6 +169,24 @@ class HiddenSync(Rule):
             metrics={"gpu_idle_after_ns": Measure(idle, "ns"), "host_blocked_ns": Measure(blocked, "ns"),
                      "calls": Measure(n, "count")},
             key=key)
+
+
+class _Site(dict):
+    """One call site's calls: a candidate column is taken for the site's rows when first read,
+    and a single value without taking the column (a site can hold millions of calls, and the
+    candidates have about twenty columns)."""
+
+    def __init__(self, cand: dict, rows: np.ndarray):
+        super().__init__()
+        self.cand, self.rows = cand, rows
+
+    def __missing__(self, key: str) -> np.ndarray:
+        self[key] = self.cand[key][self.rows]
+        return self[key]
+
+    def at(self, key: str, i: int):
+        """The column's value at the site's i-th call."""
+        return self.cand[key][self.rows[i]]
 
 
 # -------------------------------------------------------------------------------------------
@@ -226,7 +244,8 @@ def _candidates(ctx) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
 def _in_scope(ctx, cand: dict, thread: np.ndarray) -> dict:
     """The candidates in scope, with their iteration and end-of-iteration flag: inside an
     iteration (without iterations: every sync, no allocation), on a thread that issues GPU
-    work. thread: the thread code of every API call."""
+    work. thread: the thread code of every API call. Takes cand's columns (cand is left
+    empty): each is freed once its rows in scope are copied."""
     tl = ctx.tl
     t = cand["start"]
     n = len(t)
@@ -250,7 +269,7 @@ def _in_scope(ctx, cand: dict, thread: np.ndarray) -> dict:
     nxt = _next_on_thread(cthr, cand["end"], lthr, api["start"].to_numpy()[lsel])
     # A thread that never issues GPU work (a pin-memory or logging thread) cannot starve the GPU.
     keep = np.flatnonzero(in_scope & np.isin(cthr, lthr))
-    out = {k: v[keep] for k, v in cand.items()}
+    out = {k: cand.pop(k)[keep] for k in list(cand)}    # each column freed once copied
     out["step"] = step_no[keep]
     out["step_end"] = (step_no[keep] >= 0) & ((nxt[keep] < 0) | (nxt[keep] >= step_end[keep]))
     return out
@@ -401,7 +420,7 @@ def _attach_idle(ctx, cand: dict, names: dict, thread: np.ndarray) -> None:
         sel = act["device"].to_numpy() == dev
         a_s, a_e = act["start"].to_numpy()[sel], act["end"].to_numpy()[sel]
         a_c = codes[sel]
-        bs, be = intervals.merge(a_s, a_e)
+        bs, be = tl.busy_intervals(int(dev))       # made once per device for every rule
         if len(bs) == 0:
             continue
         cs, ce = cand["start"][on], cand["end"][on]
@@ -416,7 +435,7 @@ def _attach_idle(ctx, cand: dict, names: dict, thread: np.ndarray) -> None:
         eff = np.empty_like(cs)
         eff[order] = np.maximum(cs[order], prev_end)
         length = np.maximum(nb - eff, 0)
-        busy = intervals.overlap_each(eff, np.maximum(nb, eff), bs, be)
+        busy = tl.busy_in(int(dev), eff, np.maximum(nb, eff))
         # Capped at the time the call blocked: without the wait the host would have run that
         # much further ahead, so at most that much of the idle is the call's doing (a long host
         # pause after a short sync is a launch gap, TL001, not a hidden sync).
@@ -429,9 +448,9 @@ def _attach_idle(ctx, cand: dict, names: dict, thread: np.ndarray) -> None:
         eo = np.argsort(a_e, kind="stable")
         k = np.searchsorted(a_e[eo], ce, side="right") - 1
         waited[on] = np.where(k >= 0, a_c[eo][np.clip(k, 0, None)], len(labels) - 1)
-        so = np.argsort(a_s, kind="stable")
-        k2 = np.searchsorted(a_s[so], ce, side="left")
-        nxt_name[on] = np.where(k2 < len(so), a_c[so][np.clip(k2, 0, len(so) - 1)],
+        # the device's activity is in start order already (gpu_activity: by device, start)
+        k2 = np.searchsorted(a_s, ce, side="left")
+        nxt_name[on] = np.where(k2 < len(a_s), a_c[np.clip(k2, 0, len(a_s) - 1)],
                                 len(labels) - 1)
     cand["idle"] = np.maximum(idle, 0)
     cand["win_start"], cand["win_end"] = win_s, win_e
