@@ -4,10 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify, gaps, hostidle, intervals
+from tracelint.timeline.codes import mode_label
 
 
 
@@ -176,9 +178,9 @@ class LaunchGap(Rule):
         thread_txt += hostidle.others_text(others, hidle.window_ns)
         split = ", ".join(f"{CAUSE_TEXT[c]} {v / idle:.0%}" for c, v in
                           sorted(by_cause.items(), key=lambda kv: -kv[1]) if v > 0)
-        blockers = [b for b in att["blocker"][att["blocked"] > 0] if b]
-        block_txt = (f" The blocking call most often: `{min(set(blockers), key=lambda b: (-blockers.count(b), b))}`."
-                     if blockers else "")
+        codes, labels = pd.factorize(att["blocker"].to_numpy()[att["blocked"].to_numpy() > 0])
+        blocker = mode_label(np.asarray(labels, dtype=object), codes)   # counted per label
+        block_txt = f" The blocking call most often: `{blocker}`." if blocker is not None else ""
         host_txt = ("; host work in the idle time: " + ", ".join(f"`{n}` {ns / 1e6:.2f} ms" for n, ns in host)
                     if host else "")
         lo, hi = tl.span

@@ -297,3 +297,20 @@ def test_links_stored_int32_replay_as_int64_links_do(v100):
         assert np.array_equal(getattr(r64, a), getattr(r, a))
     assert critical_path(r64).to_dict(r64.work_span_ns) == critical_path(r).to_dict(r.work_span_ns)
     assert index_dtype(2**31 - 2) == np.int32 and index_dtype(2**31) == np.int64
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rows_by_stream_equal_the_groupby_on_device_and_stream(seed):
+    """blocking._by_stream groups ops by (device, stream) with row codes (a one-value column
+    is skipped); the groups and their order equal the groupby it replaced."""
+    import pandas as pd
+    from tracelint.whatif.blocking import _by_stream
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 80))
+    dev = rng.integers(0, 3, n) if seed % 3 else np.broadcast_to(np.int64(1), n)
+    stream = rng.integers(0, 12, n) if seed % 4 else np.broadcast_to(np.int64(7), n)
+    codes = pd.DataFrame({"d": dev, "s": stream}).groupby(["d", "s"], sort=False).ngroup().to_numpy()
+    want = sorted((np.flatnonzero(codes == c) for c in np.unique(codes)),
+                  key=lambda rows: f"{int(dev[rows[0]])}:{int(stream[rows[0]])}")
+    got = list(_by_stream(dev, stream))
+    assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..timeline import classify
+from ..timeline.codes import row_codes
 from ..timeline.model import Timeline
 
 #: A non-sync call counts as blocked on a GPU op when it returned within this long of the op's
@@ -116,8 +117,7 @@ def _device_sync_extras(h, g, target, launched_at, extra) -> None:
 def _by_stream(dev: np.ndarray, stream: np.ndarray):
     """Rows of each (device, stream), ascending, streams in the order of their "device:stream"
     text (as a groupby on that text key gives it) without building a string per row."""
-    codes = pd.DataFrame({"d": dev, "s": stream}).groupby(["d", "s"], sort=False).ngroup() \
-        .to_numpy()
+    codes = row_codes(dev, stream)[0]       # a shared (one-value) column costs nothing
     by = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[by], np.arange(int(codes.max()) + 2 if len(codes) else 1))
     labels = [f"{int(dev[f])}:{int(stream[f])}" for f in by[bounds[:-1]]]
