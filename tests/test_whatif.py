@@ -271,8 +271,9 @@ def test_dropping_extra_waits_keeps_the_others_in_order():
 
 
 def test_critical_path_summed_in_slices_equals_one_slice(v100, monkeypatch):
-    """Breakdown and top items add the path up a bounded slice at a time; slices of a few
-    segments (across iteration windows) give the very same dict as one slice."""
+    """The path is labelled, and its breakdown and top items added up, a bounded slice at a
+    time; slices of a few segments (across iteration windows) give the very same path and
+    dict as one slice."""
     import tracelint.whatif.critical_path as cpm
     tl, g, r = v100
     cp = critical_path(r)
@@ -280,6 +281,10 @@ def test_critical_path_summed_in_slices_equals_one_slice(v100, monkeypatch):
     monkeypatch.setattr(cpm, "SEGMENT_CHUNK", 7)
     assert len(cp.start) > 7 * 10
     assert cp.to_dict(r.work_span_ns, r.windows()) == whole
+    sliced = critical_path(r)          # the segments labelled 7 walk steps at a time
+    for a in ("start", "dur", "cls", "item"):
+        assert np.array_equal(getattr(sliced, a), getattr(cp, a))
+    assert (sliced.classes, sliced.items) == (cp.classes, cp.items)
     assert whole["top_items"] and all(it["top_items"] for it in whole["iterations"])
 
 
@@ -314,3 +319,60 @@ def test_rows_by_stream_equal_the_groupby_on_device_and_stream(seed):
                   key=lambda rows: f"{int(dev[rows[0]])}:{int(stream[rows[0]])}")
     got = list(_by_stream(dev, stream))
     assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def _order_all_events(g, p):
+    """The event order as it was made before non-blocking ends left the sort: every host end
+    got a key, the ones without an event sorted last and were cut off."""
+    nh, ng = g.n_host, g.n_gpu
+    key = np.empty(2 * nh + ng, dtype=np.int64)
+    for part, times, tie in ((key[:nh], g.h_start, 2), (key[nh:2 * nh], g.h_end, 1),
+                             (key[2 * nh:], g.g_start, 3)):
+        np.multiply(times, 8, out=part)
+        part += tie
+    key -= key.min() if len(key) else 0
+    hi = np.arange(nh)
+    has_prev = g.h_prev >= 0
+    edges = [(np.where(g.h_inside, g.h_prev, nh + g.h_prev)[has_prev], hi[has_prev]), (hi, nh + hi)]
+    t = p.h_target >= 0
+    edges.append((2 * nh + p.h_target[t], nh + hi[t]))
+    ex = [(2 * nh + j, nh + i) for i, js in p.h_extra.items() for j in js]
+    if ex:
+        edges.append((np.array([a for a, _ in ex]), np.array([b for _, b in ex])))
+    gi = np.arange(ng)
+    for pred, off in ((p.g_launch, 0), (p.g_spred, 2 * nh), (p.g_xpred, 2 * nh)):
+        m = pred >= 0
+        edges.append((off + pred[m], 2 * nh + gi[m]))
+    while True:
+        moved = False
+        for src, dst in edges:
+            need = key[src] + 1
+            bad = need > key[dst]
+            if bad.any():
+                np.maximum.at(key, dst[bad], need[bad])
+                moved = True
+        if not moved:
+            break
+    drop = p.h_target < 0
+    key[nh:2 * nh][drop] = np.iinfo(np.int64).max
+    order = np.argsort(key, kind="stable")
+    return order[:len(key) - int(drop.sum())]
+
+
+@pytest.mark.parametrize("name", ["nsys/nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite",
+                                  "torch/hta_event_sync_multistream_a100.json.gz",
+                                  "torch/hta_v100_rank0of1.pt.trace.json.gz",
+                                  "torch/hta_a100_80gb_rank0of16.json.gz"])
+def test_event_order_without_nonblocking_ends_equals_the_order_of_all_events(name):
+    """Ends of calls that do not block are left out of the sort (their time is set at their
+    start); the order of the events that remain is the one sorting all of them gave, with
+    and without an edit that stops calls blocking."""
+    import tracelint.whatif.replay as rp
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip("shared trace not present")
+    g = build(tracelint.load(path))
+    plans = [rp.Plan.of(g), EditSet([RemoveSync(".*")]).plan(g)]
+    assert (plans[0].h_target >= 0).any() and (plans[0].h_target < 0).any()
+    for p in plans:
+        assert np.array_equal(rp._order(g, p), _order_all_events(g, p))

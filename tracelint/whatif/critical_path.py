@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..jit import Loop
-from .graph import index_dtype
+from .graph import index_dtype, narrow
 from .replay import Replay
 from .sweep import COMPILE_FROM
 
@@ -29,35 +29,46 @@ _HOST_ROLE_CLASS = {"launch": "host launch", "copy": "host launch", "memset": "h
 
 @dataclass
 class CriticalPath:
-    """Segments of the path in time order: start, end, and the codes of their class and item
-    name (-1: no name) into `classes` and `items`."""
+    """Segments of the path in time order: start, duration, and the codes of their class and
+    item name (-1: no name) into `classes` and `items`. Segments do not overlap, so ends are
+    in order too. Durations are int32 where they fit and class codes int16 (a few dozen
+    classes): tens of millions of segments at 10 M kernels."""
 
     start: np.ndarray
-    end: np.ndarray
+    dur: np.ndarray
     cls: np.ndarray
     item: np.ndarray
     classes: list[str]
     items: list[str]
 
     @property
+    def end(self) -> np.ndarray:
+        return self.start + self.dur
+
+    @property
     def length_ns(self) -> int:
-        return int((self.end - self.start).sum())
+        return int(self.dur.sum(dtype=np.int64))
 
     def _chunks(self, lo: int | None, hi: int | None):
         """Durations, class codes and item codes of the segments inside [lo, hi), a bounded
         slice at a time (segments are in time order, so a window is a slice): the path of a
         10 M-kernel export has tens of millions of segments, and a temporary over all of
         them was the replay stage's peak."""
-        s, e = self.start, self.end
-        a, b = 0, len(s)
+        s, n = self.start, len(self.start)
+        a, b = 0, n
         if lo is not None:
-            a, b = int(np.searchsorted(e, lo, side="right")), int(np.searchsorted(s, hi, side="left"))
+            k = int(np.searchsorted(s, lo, side="right")) - 1     # the first segment ending
+            a = k if k >= 0 and s[k] + self.dur[k] > lo else k + 1  # after lo
+            b = int(np.searchsorted(s, hi, side="left"))
         for k in range(a, max(a, b), SEGMENT_CHUNK):
             z = min(k + SEGMENT_CHUNK, b)
-            ss, ee = s[k:z], e[k:z]
-            if lo is not None:
-                ss, ee = np.maximum(ss, lo), np.minimum(ee, hi)
-            yield np.maximum(ee - ss, 0), self.cls[k:z], self.item[k:z]
+            if lo is None:
+                d = self.dur[k:z].astype(np.int64)
+            else:
+                ss = s[k:z]
+                ee = ss + self.dur[k:z]
+                d = np.minimum(ee, hi) - np.maximum(ss, lo)
+            yield np.maximum(d, 0), self.cls[k:z], self.item[k:z]
 
     def breakdown(self, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
         """ns per class, largest first (ties by name), optionally only the part of the path
@@ -194,12 +205,12 @@ class _Vocab:
             self.labels.append(label)
         return code
 
-    def codes(self, values: pd.Categorical, fn=str, missing: int = -1) -> np.ndarray:
-        """The code of fn(label) of each value, decided per category; `missing` where a value
-        has no label."""
+    def codes(self, values: pd.Categorical, fn=str, missing: int = -1):
+        """A function from rows of `values` to the code of fn(label) of each, decided once per
+        category (the path is labelled a slice at a time); `missing` where a row has no label."""
         lut = np.array([self.of(fn(str(c))) for c in values.categories] + [missing], np.int32)
         codes = np.asarray(values.codes)
-        return lut[np.where(codes >= 0, codes, len(lut) - 1)]
+        return lambda rows: lut[np.where(codes[rows] >= 0, codes[rows], len(lut) - 1)]
 
 
 def _gpu_class(c: str) -> str:
@@ -256,55 +267,62 @@ class _Walker:
         wait_at += np.arange(1, len(has_op) + 1, dtype=wait_at.dtype)
         m = int(wait_at[-1]) if len(wait_at) else 0
         np.subtract(m, wait_at, out=wait_at)
+        del has_op
         S, E = np.empty(m, np.int64), np.empty(m, np.int64)
-        C, It = np.empty(m, np.int32), np.empty(m, np.int32)
+        C, It = np.empty(m, np.int16), np.empty(m, np.int32)    # classes: a fixed few dozen
 
         def put(at, start, end, cls, item) -> None:
             S[at], E[at], C[at], It[at] = start, end, cls, item
         host_class = lambda x: _HOST_ROLE_CLASS.get(x, "host other")  # noqa: E731
-        k = np.flatnonzero(has_op)
-        i = idx[k]
-        put(wait_at[k] + 1, gs[i], ge[i],
-            classes.codes(g.g_class[i], _gpu_class, classes.of(_gpu_class("nan"))),
-            items.codes(g.g_name[i]))
-        b = self.gb[i]
-        for sel, start, cls, item in (
-                (b == 0, lambda j: hs[self.launch[j]], "host launch", "launch latency"),
-                (b == 1, lambda j: ge[self.spred[j]], "idle", "GPU waits"),
-                (b == 2, lambda j: ge[self.xpred[j]], "idle", "GPU waits"),
-                (b < 0, lambda j: lo, "idle", "before first activity")):
-            j = i[sel]
-            put(wait_at[k[sel]], start(j), gs[j], classes.of(cls), items.of(item))
-        k = np.flatnonzero(kinds == _HE)
-        i = idx[k]
-        t = self.hb[i]
-        w, o = t >= 0, t < 0
-        put(wait_at[k[w]], ge[t[w]], he[i[w]], classes.of("host blocked in sync"),
-            items.codes(g.h_name[i[w]]))
-        put(wait_at[k[o]], hs[i[o]], he[i[o]],
-            classes.codes(g.h_role[i[o]], host_class, classes.of("host other")),
-            items.codes(g.h_name[i[o]], lambda x: x or "host work"))
-        k = np.flatnonzero(kinds == _HS)
-        i = idx[k]
-        q = g.h_prev[i]
-        first, nested = q < 0, (q >= 0) & g.h_inside[i]
-        after = (q >= 0) & ~g.h_inside[i]
-        put(wait_at[k[first]], lo, hs[i[first]], classes.of("idle"), items.of("before thread start"))
-        qn = q[nested]
-        put(wait_at[k[nested]], hs[qn], hs[i[nested]],
-            classes.codes(g.h_role[qn], host_class, classes.of("host other")),
-            items.codes(g.h_name[qn], lambda x: x or "host work"))
-        qa = q[after]
-        put(wait_at[k[after]], he[qa], hs[i[after]], classes.of("host other"),
-            items.codes(g.h_gap_owner[i[after]], lambda x: x or "host work between calls"))
+        op_class = classes.codes(g.g_class, _gpu_class, classes.of(_gpu_class("nan")))
+        op_name = items.codes(g.g_name)
+        call_name = items.codes(g.h_name)
+        role_class = classes.codes(g.h_role, host_class, classes.of("host other"))
+        work_name = items.codes(g.h_name, lambda x: x or "host work")
+        gap_name = items.codes(g.h_gap_owner, lambda x: x or "host work between calls")
+        label = {text: (classes.of(c), items.of(text)) for c, text in (
+            ("host launch", "launch latency"), ("idle", "GPU waits"),
+            ("idle", "before first activity"), ("idle", "before thread start"))}
+        sync, other = classes.of("host blocked in sync"), classes.of("host other")
+        for a in range(0, len(kinds), SEGMENT_CHUNK):    # bounded temporaries, in place
+            kk, ii, wa = kinds[a:a + SEGMENT_CHUNK], idx[a:a + SEGMENT_CHUNK], \
+                wait_at[a:a + SEGMENT_CHUNK]
+            k = np.flatnonzero(kk == _G)
+            i = ii[k]
+            put(wa[k] + 1, gs[i], ge[i], op_class(i), op_name(i))
+            b = self.gb[i]
+            for sel, start, text in (
+                    (b == 0, lambda j: hs[self.launch[j]], "launch latency"),
+                    (b == 1, lambda j: ge[self.spred[j]], "GPU waits"),
+                    (b == 2, lambda j: ge[self.xpred[j]], "GPU waits"),
+                    (b < 0, lambda j: lo, "before first activity")):
+                j = i[sel]
+                put(wa[k[sel]], start(j), gs[j], *label[text])
+            k = np.flatnonzero(kk == _HE)
+            i = ii[k]
+            t = self.hb[i]
+            w, o = t >= 0, t < 0
+            put(wa[k[w]], ge[t[w]], he[i[w]], sync, call_name(i[w]))
+            put(wa[k[o]], hs[i[o]], he[i[o]], role_class(i[o]), work_name(i[o]))
+            k = np.flatnonzero(kk == _HS)
+            i = ii[k]
+            q = g.h_prev[i]
+            first, nested = q < 0, (q >= 0) & g.h_inside[i]
+            after = (q >= 0) & ~g.h_inside[i]
+            put(wa[k[first]], lo, hs[i[first]], *label["before thread start"])
+            qn = q[nested]
+            put(wa[k[nested]], hs[qn], hs[i[nested]], role_class(qn), work_name(qn))
+            qa = q[after]
+            put(wa[k[after]], he[qa], hs[i[after]], other, gap_name(i[after]))
         np.maximum(S, lo, out=S)
-        keep = E > S
+        E -= S                        # durations, in place
+        keep = E > 0
         if not keep.all():            # one array at a time: never two full copies at once
             S = S[keep]
             E = E[keep]
             C = C[keep]
             It = It[keep]
-        return CriticalPath(S, E, C, It, classes.labels, items.labels)
+        return CriticalPath(S, narrow(E), C, It, classes.labels, items.labels)
 
 
 def critical_path(r: Replay) -> CriticalPath:
@@ -313,7 +331,7 @@ def critical_path(r: Replay) -> CriticalPath:
     host = _last_end(r.h_end, g.h_driving if g.n_gpu or g.h_driving.any() else None)
     if not g.n_gpu and host is None:
         z = np.zeros(0, np.int64)
-        return CriticalPath(z, z, z.astype(np.int32), z.astype(np.int32), [], [])
+        return CriticalPath(z, z, z.astype(np.int16), z.astype(np.int32), [], [])
     if g.n_gpu and (host is None or r.g_end.max() >= r.h_end[host]):
         node, i = "g", int(np.argmax(r.g_end))
     else:
