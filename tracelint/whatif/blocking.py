@@ -55,26 +55,32 @@ def blocking_calls(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.
     gend, gstart = g["end"].to_numpy(np.int64), g["start"].to_numpy(np.int64)
     launched_at = np.where(g_launch >= 0, hs[np.maximum(g_launch, 0)], gstart)
     nsys = tl.meta.format == "nsys-sqlite"
-    gpid = g["pid"].to_numpy() if nsys else np.zeros(len(g), np.int64)
-    hpid = h["pid"].to_numpy() if nsys else np.zeros(nh, np.int64)
+    one = np.int64(0)                   # one process: a shared zero, not a column of them
+    gpid = g["pid"].to_numpy() if nsys else np.broadcast_to(one, len(g))
+    hpid = h["pid"].to_numpy() if nsys else np.broadcast_to(one, nh)
     for p in np.unique(hpid[cand]):
-        ops = np.flatnonzero(gpid == p)
-        c = cand[hpid[cand] == p]
-        if len(ops) == 0:
-            continue
-        by_end = ops[np.argsort(gend[ops], kind="stable")]
-        # any call other than a sync or a synchronous copy counts only when it took far longer
-        # than its name usually takes (an implicit sync), not when a short call merely
-        # overlapped an op's end: the typical duration is over all the process's calls
-        dur = he[c] - hs[c]
-        typical = pd.Series(dur).groupby(name[c]).transform("median").to_numpy()
-        for lo in range(0, len(c), BLOCK_CHUNK):      # bounded temporaries (23 M calls)
-            part = slice(lo, lo + BLOCK_CHUNK)
-            t, r = _waited_op(c[part], by_end, hs, he, gstart, gend, launched_at, name, role,
-                              dur[part], typical[part])
-            target[c[part][t >= 0]], ret[c[part][t >= 0]] = t[t >= 0], r[t >= 0]
+        _blocked_in_process(cand[hpid[cand] == p], np.flatnonzero(gpid == p), hs, he, gstart,
+                            gend, launched_at, name, role, target, ret)
+    del cand            # before the device syncs' own temporaries
     _device_sync_extras(h, g, target, launched_at, extra)
     return target, ret, extra
+
+
+def _blocked_in_process(c, ops, hs, he, gstart, gend, launched_at, name, role, target, ret):
+    """Fill target and ret for the host calls c of one process, whose GPU ops are ops."""
+    if len(ops) == 0:
+        return
+    by_end = ops[np.argsort(gend[ops], kind="stable")]
+    # any call other than a sync or a synchronous copy counts only when it took far longer
+    # than its name usually takes (an implicit sync), not when a short call merely
+    # overlapped an op's end: the typical duration is over all the process's calls
+    dur = he[c] - hs[c]
+    typical = pd.Series(dur).groupby(name[c]).transform("median").to_numpy()
+    for lo in range(0, len(c), BLOCK_CHUNK):      # bounded temporaries (23 M calls)
+        part = slice(lo, lo + BLOCK_CHUNK)
+        t, r = _waited_op(c[part], by_end, hs, he, gstart, gend, launched_at, name, role,
+                          dur[part], typical[part])
+        target[c[part][t >= 0]], ret[c[part][t >= 0]] = t[t >= 0], r[t >= 0]
 
 
 def _waited_op(c, by_end, hs, he, gstart, gend, launched_at, name, role, dur, typical):

@@ -51,7 +51,7 @@ class RunGraph:
     h_kind: np.ndarray          # int8: API | MARK
     h_name: pd.Categorical      # call name ('' for markers)
     h_role: pd.Categorical      # launch | sync | copy | memset | alloc | other | marker
-    # links between nodes (h_prev, h_target, h_api_row, g_row, g_launch, g_spred, g_xpred) are
+    # links between nodes (h_prev, h_target, g_row, g_launch, g_spred, g_xpred) are
     # int32 below 2**31 events (index_dtype): 23 M host items and 10 M ops at 10 M kernels
     h_prev: np.ndarray          # previous item on the thread, -1: anchored at its own time
     h_inside: np.ndarray        # bool: offset from prev's start instead of its end
@@ -59,7 +59,7 @@ class RunGraph:
     h_target: np.ndarray        # GPU op a blocking call waited for, -1 when not blocking
     h_ret: np.ndarray           # return latency after the target's end (narrow(): no edit writes it)
     h_extra: dict               # host item -> more GPU ops it waits for (device syncs)
-    h_api_row: np.ndarray       # api_calls row, -1 for markers
+    h_api_row: np.ndarray       # api_calls row, -1 for markers (int32 below 2**31 calls)
     h_step: np.ndarray          # iteration number at step markers, -1 elsewhere (narrow())
     h_step_edge: np.ndarray     # int8: 0 step start marker, 1 step end marker, -1 elsewhere
     h_driving: np.ndarray       # bool: the item's thread launches GPU work or waits for it
@@ -120,7 +120,7 @@ def narrow(a: np.ndarray) -> np.ndarray:
     i32 = np.iinfo(np.int32)
     if len(a) and (int(a.min()) < i32.min or int(a.max()) > i32.max):
         return a
-    return a.astype(np.int32)
+    return a.astype(np.int32, copy=False)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -163,7 +163,7 @@ def _host_items(tl: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     parts = [{"pid": api["pid"].to_numpy(np.int64), "tid": api["tid"].to_numpy(np.int64),
               "start": api["start"].to_numpy(np.int64), "end": api["end"].to_numpy(np.int64),
               "kind": np.full(n, API, np.int8), "name": np.asarray(names.codes),
-              "role": np.asarray(roles.codes), "api_row": np.arange(n, dtype=np.int64),
+              "role": np.asarray(roles.codes), "api_row": np.arange(n, dtype=index_dtype(n)),
               "step": np.full(n, -1, np.int64), "edge": np.full(n, -1, np.int8),
               "order": np.full(n, 1, np.int8)}]
 
@@ -172,7 +172,7 @@ def _host_items(tl: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
         parts.append({"pid": pid, "tid": tid, "start": t, "end": t, "kind": np.full(m, MARK, np.int8),
                       "name": np.full(m, names.categories.get_loc(""), names.codes.dtype),
                       "role": np.full(m, roles.categories.get_loc("marker"), roles.codes.dtype),
-                      "api_row": np.full(m, -1, np.int64), "step": np.broadcast_to(step, m),
+                      "api_row": np.full(m, -1, index_dtype(n)), "step": np.broadcast_to(step, m),
                       "edge": np.full(m, edge, np.int8), "order": np.full(m, order, np.int8)})
     bounds = _thread_bounds(tl)
     for col, order in (("lo", 0), ("hi", 3)):
@@ -202,6 +202,8 @@ def _host_items(tl: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     del thread
     for c in parts[0]:
         cols[c] = column(c)[order]
+        if c == "step":                 # -1 but at step markers: int32 where numbers fit
+            cols[c] = narrow(cols[c])
     parts.clear()                    # the unsorted columns go before the frame is made
     cols["name"] = pd.Categorical.from_codes(cols["name"], dtype=names.dtype)
     cols["role"] = pd.Categorical.from_codes(cols["role"], dtype=roles.dtype)
@@ -400,7 +402,7 @@ def build(tl: Timeline) -> RunGraph:
         h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(),
         h_name=h["name"].array, h_role=h["role"].array,
         h_prev=prev.astype(ix), h_inside=inside, h_gap=gap, h_target=target.astype(ix), h_ret=narrow(ret), h_extra=extra,
-        h_api_row=h["api_row"].to_numpy(ix), h_step=narrow(h["step"].to_numpy(np.int64)),
+        h_api_row=h["api_row"].to_numpy(), h_step=h["step"].to_numpy(),
         h_step_edge=h["edge"].to_numpy(), h_driving=shared_if_constant(drives[thread]),
         g_device=shared_if_constant(g["device"].to_numpy(np.int64)),
         g_stream=shared_if_constant(g["stream"].to_numpy(np.int64)),
