@@ -12,6 +12,7 @@ from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify, intervals
 from tracelint.timeline.codes import distinct_labels, mode_label, row_codes
 from tracelint.timeline.codes import thread_codes as _thread_codes
+from tracelint.timeline.row_subset import RowSubset
 from tracelint.whatif.edits import RemoveSync
 
 
@@ -107,10 +108,10 @@ class HiddenSync(Rule):
                 continue
             if idle < opt.min_idle_share * span:
                 continue
-            yield self._finding(ctx, _Site(cand, rows), names, idle, span)
+            yield self._finding(ctx, RowSubset(cand, rows), names, idle, span)
 
     # ---------------------------------------------------------------------------------------
-    def _finding(self, ctx, g: "_Site", names: dict, idle: int, span: int):
+    def _finding(self, ctx, g: RowSubset, names: dict, idle: int, span: int):
         """g: one call site's calls (candidate columns, names as codes into names)."""
         opt = self.options
         rep = int(g["idle"].argmax())
@@ -169,24 +170,6 @@ class HiddenSync(Rule):
             metrics={"gpu_idle_after_ns": Measure(idle, "ns"), "host_blocked_ns": Measure(blocked, "ns"),
                      "calls": Measure(n, "count")},
             key=key)
-
-
-class _Site(dict):
-    """One call site's calls: a candidate column is taken for the site's rows when first read,
-    and a single value without taking the column (a site can hold millions of calls, and the
-    candidates have about twenty columns)."""
-
-    def __init__(self, cand: dict, rows: np.ndarray):
-        super().__init__()
-        self.cand, self.rows = cand, rows
-
-    def __missing__(self, key: str) -> np.ndarray:
-        self[key] = self.cand[key][self.rows]
-        return self[key]
-
-    def at(self, key: str, i: int):
-        """The column's value at the site's i-th call."""
-        return self.cand[key][self.rows[i]]
 
 
 # -------------------------------------------------------------------------------------------
