@@ -21,7 +21,7 @@ from .sweep import COMPILE_FROM
 #: Breakdown classes, in display order. GPU compute is split by kernel class ("gpu:gemm").
 HOST_CLASSES = ("host launch", "host blocked in sync", "host other")
 OTHER_CLASSES = ("communication", "copies", "idle")
-#: Path segments summed at a time (breakdown, top items): bounded temporaries.
+#: Walk steps labelled, and path segments summed, at a time: bounded temporaries.
 SEGMENT_CHUNK = 1 << 21
 _HOST_ROLE_CLASS = {"launch": "host launch", "copy": "host launch", "memset": "host launch",
                     "sync": "host blocked in sync"}
@@ -52,10 +52,10 @@ class CriticalPath:
     def _chunks(self, lo: int | None, hi: int | None):
         """Durations, class codes and item codes of the segments inside [lo, hi), a bounded
         slice at a time (segments are in time order, so a window is a slice): the path of a
-        10 M-kernel export has tens of millions of segments, and a temporary over all of
-        them was the replay stage's peak."""
-        s, n = self.start, len(self.start)
-        a, b = 0, n
+        10 M-kernel export has tens of millions of segments, and temporaries over all of
+        them set the what-if stage's peak."""
+        s = self.start
+        a, b = 0, len(s)
         if lo is not None:
             k = int(np.searchsorted(s, lo, side="right")) - 1     # the first segment ending
             a = k if k >= 0 and s[k] + self.dur[k] > lo else k + 1  # after lo
@@ -210,7 +210,11 @@ class _Vocab:
         category (the path is labelled a slice at a time); `missing` where a row has no label."""
         lut = np.array([self.of(fn(str(c))) for c in values.categories] + [missing], np.int32)
         codes = np.asarray(values.codes)
-        return lambda rows: lut[np.where(codes[rows] >= 0, codes[rows], len(lut) - 1)]
+
+        def of_rows(rows: np.ndarray) -> np.ndarray:
+            c = codes[rows]
+            return lut[np.where(c >= 0, c, len(lut) - 1)]
+        return of_rows
 
 
 def _gpu_class(c: str) -> str:
