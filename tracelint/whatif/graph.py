@@ -57,7 +57,7 @@ class RunGraph:
     h_inside: np.ndarray        # bool: offset from prev's start instead of its end
     h_gap: np.ndarray           # offset from prev's end (or start when inside)
     h_target: np.ndarray        # GPU op a blocking call waited for, -1 when not blocking
-    h_ret: np.ndarray           # return latency after the target's end (narrow(): no edit writes it)
+    h_ret: np.ndarray           # return latency after the target's end (narrow(): read only)
     h_extra: dict               # host item -> more GPU ops it waits for (device syncs)
     h_api_row: np.ndarray       # api_calls row, -1 for markers (int32 below 2**31 calls)
     h_step: np.ndarray          # iteration number at step markers, -1 elsewhere (narrow())
@@ -401,7 +401,8 @@ def build(tl: Timeline) -> RunGraph:
         span_start=int(lo), span_end=int(hi),
         h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(),
         h_name=h["name"].array, h_role=h["role"].array,
-        h_prev=prev.astype(ix), h_inside=inside, h_gap=gap, h_target=target.astype(ix), h_ret=narrow(ret), h_extra=extra,
+        h_prev=prev.astype(ix), h_inside=inside, h_gap=gap, h_target=target.astype(ix),
+        h_ret=narrow(ret), h_extra=extra,
         h_api_row=h["api_row"].to_numpy(), h_step=h["step"].to_numpy(),
         h_step_edge=h["edge"].to_numpy(), h_driving=shared_if_constant(drives[thread]),
         g_device=shared_if_constant(g["device"].to_numpy(np.int64)),
