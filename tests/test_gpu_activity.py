@@ -58,3 +58,17 @@ def test_sorted_by_agrees_with_a_stable_sort(seed):
     assert _sorted_by(major, minor) == bool((order == np.arange(n)).all()
                                             or (np.array_equal(major[order], major)
                                                 and np.array_equal(minor[order], minor)))
+
+
+def test_busy_intervals_released_before_the_what_if_are_made_again_the_same():
+    """The runner forgets the busy intervals before the what-if stage (it does not read
+    them); the report asks again and gets the same arrays."""
+    tl = tracelint.load(REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz")
+    dev = tl.devices_in_use()[0]
+    first = [a.copy() for a in tl.busy_intervals(dev)]
+    share = tl.gpu_busy_fraction(dev)
+    tl.release_busy_intervals()
+    assert "_busy" not in tl.__dict__
+    again = tl.busy_intervals(dev)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again)) and len(first[0])
+    assert tl.gpu_busy_fraction(dev) == share
