@@ -45,6 +45,21 @@ def test_gpu_activity_equals_the_plain_concat_and_sort(path):
         assert np.array_equal(g.to_numpy(), want[c].to_numpy()), c
 
 
+@needs_shared()
+@pytest.mark.parametrize("path", ALL_TRACES + EXAMPLES, ids=lambda p: p.name)
+def test_gpu_activity_by_stream_equals_a_stable_sort_of_gpu_activity(path):
+    """The what-if graph's (device, stream, start) order made straight from the tables equals
+    the stable sort of gpu_activity it replaced, ties included, and is not kept."""
+    tl = tracelint.load(path)
+    got = tl.gpu_activity_by(("device", "stream", "start"))
+    assert "gpu_activity" not in tl.__dict__
+    want = tl.gpu_activity.sort_values(["device", "stream", "start"], kind="stable",
+                                       ignore_index=True)
+    assert list(got.columns) == list(want.columns)
+    for c in want.columns:
+        assert np.array_equal(np.asarray(got[c]), np.asarray(want[c])), c
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_sorted_by_agrees_with_a_stable_sort(seed):
     rng = np.random.default_rng(seed)
@@ -60,15 +75,17 @@ def test_sorted_by_agrees_with_a_stable_sort(seed):
                                                 and np.array_equal(minor[order], minor)))
 
 
-def test_busy_intervals_released_before_the_what_if_are_made_again_the_same():
-    """The runner forgets the busy intervals before the what-if stage (it does not read
-    them); the report asks again and gets the same arrays."""
+def test_rule_caches_released_before_the_what_if_are_made_again_the_same():
+    """The runner forgets the busy intervals and the gpu_activity frame before the what-if
+    stage (it reads neither); the report asks again and gets the same arrays."""
     tl = tracelint.load(REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz")
     dev = tl.devices_in_use()[0]
     first = [a.copy() for a in tl.busy_intervals(dev)]
     share = tl.gpu_busy_fraction(dev)
-    tl.release_busy_intervals()
-    assert "_busy" not in tl.__dict__
+    act = tl.gpu_activity.copy()
+    tl.release_rule_caches()
+    assert "_busy" not in tl.__dict__ and "gpu_activity" not in tl.__dict__
+    pd.testing.assert_frame_equal(tl.gpu_activity, act)
     again = tl.busy_intervals(dev)
     assert all(np.array_equal(a, b) for a, b in zip(first, again)) and len(first[0])
     assert tl.gpu_busy_fraction(dev) == share

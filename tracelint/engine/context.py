@@ -72,6 +72,13 @@ class Context:
             out[sel] = idx[rows[sel]]
         return out
 
+    def release_rule_caches(self) -> None:
+        """Forget what the rules cached for joins over gpu_activity, here and in the Timeline
+        (Timeline.release_rule_caches): the what-if stage after the rules builds its own, and a
+        later ask makes them again."""
+        self.__dict__.pop("activity_launch", None)
+        self.tl.release_rule_caches()
+
     def issue_time(self, table: str) -> np.ndarray:
         """When each row of a GPU table was issued: its launch call's start where linked (host
         ranges such as iterations are on that clock), else the row's own start."""

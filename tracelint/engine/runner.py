@@ -92,7 +92,7 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
             trim()           # a long rule's freed memory goes back to the OS before the next
     findings, suppressed = _accepted(findings, config)
     t0 = time.perf_counter()
-    tl.release_busy_intervals()      # the report makes them again, after the what-if's peak
+    ctx.release_rule_caches()        # the report makes them again, after the what-if's peak
     projected = project(tl, findings, instances, ctx)
     elapsed["savings"] = time.perf_counter() - t0
     return Report(source=tl.meta.source, timeline=tl, findings=findings,

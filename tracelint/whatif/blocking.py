@@ -12,6 +12,7 @@ import pandas as pd
 from ..timeline import classify
 from ..timeline.codes import row_codes
 from ..timeline.model import Timeline
+from .indexes import index_dtype
 
 #: A non-sync call counts as blocked on a GPU op when it returned within this long of the op's
 #: end and spent most of its time after the op started (implicit syncs: cudaMemcpy, cudaFree).
@@ -42,7 +43,7 @@ def blocking_calls(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.
     """Which host calls waited for which GPU op, and the return latency after it (h: the
     graph's host items, is_api: which of them are API calls; g: its GPU ops)."""
     nh = len(h)
-    target = np.full(nh, -1, dtype=np.int64)
+    target = np.full(nh, -1, dtype=index_dtype(len(g)))    # int32 below 2**31 ops
     ret = np.zeros(nh, dtype=np.int64)
     extra: dict[int, list[int]] = {}
     if len(g) == 0:

@@ -30,6 +30,7 @@ from ..timeline.codes import row_codes
 from ..timeline.model import Timeline
 from ..timeline.schema import share_constant_columns, shared_if_constant
 from .blocking import blocking_calls
+from .indexes import index_dtype, narrow
 
 #: host item kinds
 API, MARK = 0, 1
@@ -106,21 +107,6 @@ class RunGraph:
     @property
     def n_gpu(self) -> int:
         return len(self.g_start)
-
-
-def index_dtype(n: int) -> type:
-    """The narrowest of int32 and int64 that holds every index below n (and -1): the graph's
-    links into its own nodes, half the memory of int64 below 2**31 nodes."""
-    return np.int32 if n < np.iinfo(np.int32).max else np.int64
-
-
-def narrow(a: np.ndarray) -> np.ndarray:
-    """a as int32 when every value fits, else as it is: for columns that no edit writes
-    (return latencies, step numbers), so a narrow array never receives a wide value."""
-    i32 = np.iinfo(np.int32)
-    if len(a) and (int(a.min()) < i32.min or int(a.max()) > i32.max):
-        return a
-    return a.astype(np.int32, copy=False)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -228,11 +214,11 @@ def _chain(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
     key -= end.min()
     above = key >= np.maximum.accumulate(key)
     del key
-    holder = np.arange(n, dtype=np.int64)
+    holder = np.arange(n, dtype=index_dtype(n))    # links int32 from the start (build peak)
     holder[~above] = 0
     del above
     np.maximum.accumulate(holder, out=holder)
-    prev = np.empty(n, dtype=np.int64)
+    prev = np.empty(n, dtype=holder.dtype)
     prev[0] = -1
     prev[1:] = holder[:-1]
     del holder
@@ -249,7 +235,7 @@ def _chain(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
 
 def _launch_links(tl: Timeline, act: pd.DataFrame, h: pd.DataFrame) -> np.ndarray:
     """Host item that launched each GPU op (the Timeline's one launch link)."""
-    out = np.full(len(act), -1, dtype=np.int64)
+    out = np.full(len(act), -1, dtype=index_dtype(len(h)))
     if len(tl.api_calls) == 0 or len(act) == 0:
         return out
     item_of_row = np.full(len(tl.api_calls), -1, dtype=np.int64)
@@ -264,7 +250,9 @@ def _launch_links(tl: Timeline, act: pd.DataFrame, h: pd.DataFrame) -> np.ndarra
 
 
 def _gpu_ops(tl: Timeline) -> pd.DataFrame:
-    act = tl.gpu_activity
+    """Kernels, copies and memsets by (device, stream, start), with pid, kernel class and table
+    code (ties in table order, as a stable sort of tl.gpu_activity gives them)."""
+    act = tl.gpu_activity_by(("device", "stream", "start"))
     pid = np.full(len(act), -1, dtype=np.int64)
     kc = categorical(tl.kernel_class if len(tl.kernels) else pd.Categorical([]), ("copy", "memset"))
     cls = np.full(len(act), -1, dtype=np.int64)     # codes into the kernel classes
@@ -276,9 +264,10 @@ def _gpu_ops(tl: Timeline) -> pd.DataFrame:
         pid[sel] = tl.table(t)["pid"].to_numpy()[rows]
         cls[sel] = np.asarray(kc.codes)[rows] if t == "kernels" else \
             kc.categories.get_loc("copy" if t == "copies" else "memset")
-    act = act.assign(pid=pid, cls=pd.Categorical.from_codes(cls, dtype=kc.dtype),
-                     table=pd.Categorical.from_codes(table, categories=GPU_TABLES))
-    return act.sort_values(["device", "stream", "start"], kind="stable", ignore_index=True)
+    act["pid"] = pid
+    act["cls"] = pd.Categorical.from_codes(cls, dtype=kc.dtype)
+    act["table"] = pd.Categorical.from_codes(table, categories=GPU_TABLES)
+    return act
 
 
 def _median_or(values: np.ndarray, default: int) -> int:
@@ -293,10 +282,10 @@ def _gpu_offsets(g: pd.DataFrame, launch: np.ndarray, h_start: np.ndarray):
     dev, stream = g["device"].to_numpy(), g["stream"].to_numpy()
     start, end = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
     same = np.r_[False, (dev[1:] == dev[:-1]) & (stream[1:] == stream[:-1])]
-    spred = np.where(same, np.arange(n) - 1, -1)
+    spred = np.where(same, np.arange(-1, n - 1, dtype=index_dtype(n)), -1)
     # latest-ending op on the device that ended at or before this start (another stream when
     # it is not the stream predecessor, whose constraint is then the tighter one)
-    xpred = np.full(n, -1, dtype=np.int64)
+    xpred = np.full(n, -1, dtype=index_dtype(n))
     for d in np.unique(dev):
         on = np.flatnonzero(dev == d)
         by_end = on[np.argsort(end[on], kind="stable")]
@@ -401,7 +390,8 @@ def build(tl: Timeline) -> RunGraph:
         span_start=int(lo), span_end=int(hi),
         h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(),
         h_name=h["name"].array, h_role=h["role"].array,
-        h_prev=prev.astype(ix), h_inside=inside, h_gap=gap, h_target=target.astype(ix),
+        h_prev=prev.astype(ix, copy=False), h_inside=inside, h_gap=gap,
+        h_target=target.astype(ix, copy=False),
         h_ret=narrow(ret), h_extra=extra,
         h_api_row=h["api_row"].to_numpy(), h_step=h["step"].to_numpy(),
         h_step_edge=h["edge"].to_numpy(), h_driving=shared_if_constant(drives[thread]),
@@ -410,8 +400,8 @@ def build(tl: Timeline) -> RunGraph:
         g_start=g["start"].to_numpy(np.int64), g_end=g["end"].to_numpy(np.int64),
         g_name=categorical(g["name"]), g_table=g["table"].array,
         g_row=g["row"].to_numpy(ix), g_class=g["cls"].array,
-        g_launch=launch.astype(ix), g_lat=lat, g_spred=spred.astype(ix), g_qgap=qgap,
-        g_xpred=xpred.astype(ix), g_xgap=xgap,
+        g_launch=launch.astype(ix, copy=False), g_lat=lat, g_spred=spred.astype(ix, copy=False),
+        g_qgap=qgap, g_xpred=xpred.astype(ix, copy=False), g_xgap=xgap,
         g_kind=pd.Categorical.from_codes(kind, dtype=kinds.dtype), r_thread=r_thread,
         r_start=r["start"].to_numpy(np.int64), r_end=r["end"].to_numpy(np.int64),
         r_name=categorical(r["name"] if len(r) else pd.Categorical([])),
