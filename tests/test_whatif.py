@@ -288,11 +288,27 @@ def test_critical_path_summed_in_slices_equals_one_slice(v100, monkeypatch):
     assert whole["top_items"] and all(it["top_items"] for it in whole["iterations"])
 
 
+def test_critical_path_durations_widen_when_one_does_not_fit(v100, monkeypatch):
+    """Durations are written as int32 and widened to int64 at the first that does not fit
+    (here: a bound below the longest segment, met in a later slice); the path is the same."""
+    import tracelint.whatif.critical_path as cpm
+    tl, g, r = v100
+    cp = critical_path(r)
+    assert cp.dur.dtype == np.int32
+    monkeypatch.setattr(cpm, "SEGMENT_CHUNK", 7)
+    monkeypatch.setattr(cpm, "_I32_MAX", int(np.median(cp.dur)))
+    wide = critical_path(r)
+    assert wide.dur.dtype == np.int64
+    for a in ("start", "dur", "cls", "item"):
+        assert np.array_equal(getattr(wide, a), getattr(cp, a))
+    assert wide.to_dict(r.work_span_ns, r.windows()) == cp.to_dict(r.work_span_ns, r.windows())
+
+
 def test_links_stored_int32_replay_as_int64_links_do(v100):
     """The graph keeps its links between nodes as int32 (half the memory); a graph with the
     same links as int64 replays to the same times and critical path."""
     import dataclasses
-    from tracelint.whatif.graph import index_dtype
+    from tracelint.whatif.indexes import index_dtype
     tl, g, r = v100
     links = ("h_prev", "h_target", "h_api_row", "g_row", "g_launch", "g_spred", "g_xpred")
     assert all(getattr(g, k).dtype == np.int32 for k in links)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..jit import Loop
-from .graph import index_dtype, narrow
+from .indexes import index_dtype
 from .replay import Replay
 from .sweep import COMPILE_FROM
 
@@ -23,6 +23,7 @@ HOST_CLASSES = ("host launch", "host blocked in sync", "host other")
 OTHER_CLASSES = ("communication", "copies", "idle")
 #: Walk steps labelled, and path segments summed, at a time: bounded temporaries.
 SEGMENT_CHUNK = 1 << 21
+_I32_MAX = np.iinfo(np.int32).max
 _HOST_ROLE_CLASS = {"launch": "host launch", "copy": "host launch", "memset": "host launch",
                     "sync": "host blocked in sync"}
 
@@ -272,11 +273,17 @@ class _Walker:
         m = int(wait_at[-1]) if len(wait_at) else 0
         np.subtract(m, wait_at, out=wait_at)
         del has_op
-        S, E = np.empty(m, np.int64), np.empty(m, np.int64)
+        S, D = np.empty(m, np.int64), np.empty(m, np.int32)     # D: int64 once one needs it
         C, It = np.empty(m, np.int16), np.empty(m, np.int32)    # classes: a fixed few dozen
 
         def put(at, start, end, cls, item) -> None:
-            S[at], E[at], C[at], It[at] = start, end, cls, item
+            """Segments [max(start, lo), end) at positions `at`, as start and duration."""
+            nonlocal D
+            start = np.maximum(start, lo)
+            dur = np.maximum(end - start, 0)
+            if D.dtype != np.int64 and len(dur) and int(dur.max()) > _I32_MAX:
+                D = D.astype(np.int64)
+            S[at], D[at], C[at], It[at] = start, dur, cls, item
         host_class = lambda x: _HOST_ROLE_CLASS.get(x, "host other")  # noqa: E731
         op_class = classes.codes(g.g_class, _gpu_class, classes.of(_gpu_class("nan")))
         op_name = items.codes(g.g_name)
@@ -318,15 +325,13 @@ class _Walker:
             put(wa[k[nested]], hs[qn], hs[i[nested]], role_class(qn), work_name(qn))
             qa = q[after]
             put(wa[k[after]], he[qa], hs[i[after]], other, gap_name(i[after]))
-        np.maximum(S, lo, out=S)
-        E -= S                        # durations, in place
-        keep = E > 0
+        keep = D > 0
         if not keep.all():            # one array at a time: never two full copies at once
             S = S[keep]
-            E = E[keep]
+            D = D[keep]
             C = C[keep]
             It = It[keep]
-        return CriticalPath(S, narrow(E), C, It, classes.labels, items.labels)
+        return CriticalPath(S, D, C, It, classes.labels, items.labels)
 
 
 def critical_path(r: Replay) -> CriticalPath:
