@@ -175,7 +175,7 @@ def _host_items(tl: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
         return np.concatenate([p[name] for p in parts])
     pid, tid = column("pid"), column("tid")
     codes, first = row_codes(pid, tid)
-    renumber = np.empty(len(first), dtype=np.int64)       # threads in order of first appearance
+    renumber = np.empty(len(first), dtype=index_dtype(len(first)))   # in order of appearance
     renumber[np.argsort(first, kind="stable")] = np.arange(len(first))
     threads = pd.DataFrame({"pid": pid[first], "tid": tid[first], "thread": renumber})
     del pid, tid
@@ -346,7 +346,7 @@ def _gap_owners(tl: Timeline, r_thread: np.ndarray, thread: np.ndarray, at: np.n
     rkey = r_thread[rows] * big + np.minimum(start[rows] - lo, big - 1)
     order = np.argsort(rkey, kind="stable")
     q = np.flatnonzero(want)
-    qkey = thread[q] * big + np.minimum(at[q] - lo, big - 1)
+    qkey = thread[q].astype(np.int64) * big + np.minimum(at[q] - lo, big - 1)
     k = np.searchsorted(rkey[order], qkey, side="right") - 1
     cand = np.where(k >= 0, rows[order[np.maximum(k, 0)]], -1)
     for _ in range(64):                      # climb to the enclosing range while outside
@@ -363,7 +363,7 @@ def _gap_owners(tl: Timeline, r_thread: np.ndarray, thread: np.ndarray, at: np.n
 def build(tl: Timeline) -> RunGraph:
     """The dependency graph of one process-level trace (one rank)."""
     h, threads = _host_items(tl)
-    thread = h["thread"].to_numpy(np.int64)
+    thread = h["thread"].to_numpy()                 # int32: thread numbers (index_dtype)
     hs, he = h["start"].to_numpy(np.int64), h["end"].to_numpy(np.int64)
     prev, inside, gap = _chain(thread, hs, he)
     g = _gpu_ops(tl)
