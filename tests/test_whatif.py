@@ -30,6 +30,9 @@ def _fidelity(path):
     its = r.iterations()
     for step, s, e in zip(st["step"], st["start"], st["end"]):
         assert abs(its[int(step)] - (e - s)) <= 0.05 * max(e - s, 1)
+    # the masked max of work_end equals the plain one over a copy of the driving items' ends
+    plain = [int(a.max()) for a in (r.h_end[np.asarray(g.h_driving)], r.g_end) if len(a)]
+    assert r.work_end == (max(plain) if plain else r.end)
     return tl, g, r
 
 
