@@ -22,7 +22,7 @@ from .sweep import COMPILE_FROM
 HOST_CLASSES = ("host launch", "host blocked in sync", "host other")
 OTHER_CLASSES = ("communication", "copies", "idle")
 #: Walk steps labelled, and path segments summed, at a time: bounded temporaries.
-SEGMENT_CHUNK = 1 << 21
+SEGMENT_CHUNK = 1 << 19
 _I32_MAX = np.iinfo(np.int32).max
 _HOST_ROLE_CLASS = {"launch": "host launch", "copy": "host launch", "memset": "host launch",
                     "sync": "host blocked in sync"}
