@@ -229,7 +229,7 @@ class CudaGraphOpportunity(Rule):
         where = ctx.where_for_api(l0) if l0 >= 0 else Where(rank=tl.meta.rank)
         where.device, where.stream = d, int(worst["stream"])
         where.start_ns, where.end_ns = int(worst["start"]), int(worst["end"])
-        names = Counter(str(k["name"].iat[i]) for i in worst["rows"]).most_common(3)
+        names = Counter(map(str, k["name"].iloc[list(worst["rows"])])).most_common(3)
         where.kernel = names[0][0]
         per_region = float(np.median(cd["n"]))
         node_cost = len(rows) * GRAPH_NODE_NS

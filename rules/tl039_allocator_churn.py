@@ -238,13 +238,14 @@ def _sites(ctx, pairs: pd.DataFrame, sample: int) -> np.ndarray:
     common line). One line is one place to fix, whatever ops it runs."""
     site = np.empty(len(pairs), dtype=object)
     ops = pairs["op"].astype(str).to_numpy()
+    # plain ints from the columns (a row through .iloc built a Series per allocation)
+    pid, tid, ts = (pairs[c].to_numpy(np.int64).tolist() for c in ("pid", "tid", "ts"))
     for op in pd.unique(ops):
         idx = np.flatnonzero(ops == op)
         pick = idx if len(idx) <= sample else idx[np.linspace(0, len(idx) - 1, sample).astype(int)]
         lines = {}
-        for k in pick:
-            r = pairs.iloc[k]
-            f = ctx.python_frame_at(int(r["pid"]), int(r["tid"]), int(r["ts"]))
+        for k in pick.tolist():
+            f = ctx.python_frame_at(pid[k], tid[k], ts[k])
             lines[k] = f"{f[0]}:{f[1]}" if f else f"op {op}"
         common = pd.Series(list(lines.values())).mode().iat[0]
         site[idx] = [lines.get(k, common) for k in idx]
