@@ -307,10 +307,8 @@ class Fuse:
         same = np.r_[False, (g.g_device[1:] == g.g_device[:-1]) & (g.g_stream[1:] == g.g_stream[:-1])]
         cont = m & same & np.r_[False, m[:-1]]
         starts = np.flatnonzero(m & ~cont)
-        for a in starts:
-            b = a
-            while b + 1 < len(m) and cont[b + 1]:
-                b += 1
+        ends = np.flatnonzero(m & ~np.r_[cont[1:], False])   # a run's last op: no op continues it
+        for a, b in zip(starts.tolist(), ends.tolist()):
             if b - a + 1 < self.min_run:
                 continue
             p.g_dur[a] = int(p.g_dur[a:b + 1].sum())
