@@ -99,6 +99,26 @@ def test_removing_blocking_syncs_moves_the_host():
         assert replay(g, EditSet([edit]).plan(g)).work_span_ns <= r.work_span_ns
 
 
+@pytest.mark.parametrize("path", (NSYS + KINETO)[::3], ids=lambda p: p.name[:40])
+def test_fuse_runs_equal_stepping_through_each_run(path):
+    """Fuse's runs (first and last op), found with numpy, equal the old construction that
+    stepped from each run's first op while the next op continued it; on every kernel, and on
+    a sparse selection that leaves runs of one."""
+    from tracelint.whatif.edits import _runs
+    g = build(tracelint.load(path))
+    kernels = np.asarray(g.g_table == "kernels")
+    for m in (kernels, kernels & (np.arange(g.n_gpu) % 3 != 0)):
+        same = np.r_[False, (g.g_device[1:] == g.g_device[:-1]) & (g.g_stream[1:] == g.g_stream[:-1])]
+        cont = m & same & np.r_[False, m[:-1]]
+        want = []
+        for a in np.flatnonzero(m & ~cont):
+            b = a
+            while b + 1 < len(m) and cont[b + 1]:
+                b += 1
+            want.append((int(a), int(b)))
+        assert list(zip(*_runs(g, m))) == want
+
+
 def _cli(capsys, *args):
     from tracelint.cli.app import main
     with pytest.raises(SystemExit) as exc:

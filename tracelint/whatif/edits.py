@@ -304,11 +304,7 @@ class Fuse:
             m |= _match(g.g_name, self.pattern)
         m &= g.g_table == "kernels"
         p.writable("g_dur", "g_launch", "g_xpred", "g_qgap", "h_dur", "h_gap")
-        same = np.r_[False, (g.g_device[1:] == g.g_device[:-1]) & (g.g_stream[1:] == g.g_stream[:-1])]
-        cont = m & same & np.r_[False, m[:-1]]
-        starts = np.flatnonzero(m & ~cont)
-        ends = np.flatnonzero(m & ~np.r_[cont[1:], False])   # a run's last op: no op continues it
-        for a, b in zip(starts.tolist(), ends.tolist()):
+        for a, b in zip(*_runs(g, m)):
             if b - a + 1 < self.min_run:
                 continue
             p.g_dur[a] = int(p.g_dur[a:b + 1].sum())
@@ -323,6 +319,16 @@ class Fuse:
                 keep = p.h_target[span] >= 0
                 p.h_dur[span[~keep]] = 0
                 p.h_gap[span] = np.where(g.h_inside[span], p.h_gap[span], 0)
+
+
+def _runs(g: RunGraph, m: np.ndarray) -> tuple[list[int], list[int]]:
+    """First and last op of each run of consecutive selected ops on one stream (ops are in
+    stream order): a run's last op is one that no selected op continues, found with numpy
+    (stepping through every run in Python cost 0.2 s of the reference's savings)."""
+    same = np.r_[False, (g.g_device[1:] == g.g_device[:-1]) & (g.g_stream[1:] == g.g_stream[:-1])]
+    cont = m & same & np.r_[False, m[:-1]]
+    return (np.flatnonzero(m & ~cont).tolist(),
+            np.flatnonzero(m & ~np.r_[cont[1:], False]).tolist())
 
 
 @dataclass
