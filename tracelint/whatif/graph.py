@@ -56,6 +56,8 @@ class RunGraph:
     # int32 below 2**31 events (index_dtype): 23 M host items and 10 M ops at 10 M kernels
     h_prev: np.ndarray          # previous item on the thread, -1: anchored at its own time
     h_inside: np.ndarray        # bool: offset from prev's start instead of its end
+    # offsets and durations (h_gap, g_lat, g_qgap, g_xgap, h_dur, g_dur) are int32 where every
+    # value fits (narrow()); an edit writes into an int64 copy (replay.Plan.writable)
     h_gap: np.ndarray           # offset from prev's end (or start when inside)
     h_target: np.ndarray        # GPU op a blocking call waited for, -1 when not blocking
     h_ret: np.ndarray           # return latency after the target's end (narrow(): read only)
@@ -97,12 +99,12 @@ class RunGraph:
     def h_dur(self) -> np.ndarray:
         """Each host item's traced duration, made once: every replay plan shares it read-only
         (23 M items at 10 M kernels: 184 MB a plan)."""
-        return _read_only(self.h_end - self.h_start)
+        return _read_only(narrow(self.h_end - self.h_start))
 
     @cached_property
     def g_dur(self) -> np.ndarray:
         """Each GPU op's traced duration, shared the same way."""
-        return _read_only(self.g_end - self.g_start)
+        return _read_only(narrow(self.g_end - self.g_start))
 
     @property
     def n_gpu(self) -> int:
@@ -390,7 +392,7 @@ def build(tl: Timeline) -> RunGraph:
         span_start=int(lo), span_end=int(hi),
         h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(),
         h_name=h["name"].array, h_role=h["role"].array,
-        h_prev=prev.astype(ix, copy=False), h_inside=inside, h_gap=gap,
+        h_prev=prev.astype(ix, copy=False), h_inside=inside, h_gap=narrow(gap),
         h_target=target.astype(ix, copy=False),
         h_ret=narrow(ret), h_extra=extra,
         h_api_row=h["api_row"].to_numpy(), h_step=h["step"].to_numpy(),
@@ -400,8 +402,9 @@ def build(tl: Timeline) -> RunGraph:
         g_start=g["start"].to_numpy(np.int64), g_end=g["end"].to_numpy(np.int64),
         g_name=categorical(g["name"]), g_table=g["table"].array,
         g_row=g["row"].to_numpy(ix), g_class=g["cls"].array,
-        g_launch=launch.astype(ix, copy=False), g_lat=lat, g_spred=spred.astype(ix, copy=False),
-        g_qgap=qgap, g_xpred=xpred.astype(ix, copy=False), g_xgap=xgap,
+        g_launch=launch.astype(ix, copy=False), g_lat=narrow(lat),
+        g_spred=spred.astype(ix, copy=False), g_qgap=narrow(qgap),
+        g_xpred=xpred.astype(ix, copy=False), g_xgap=narrow(xgap),
         g_kind=pd.Categorical.from_codes(kind, dtype=kinds.dtype), r_thread=r_thread,
         r_start=r["start"].to_numpy(np.int64), r_end=r["end"].to_numpy(np.int64),
         r_name=categorical(r["name"] if len(r) else pd.Categorical([])),

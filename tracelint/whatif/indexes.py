@@ -13,8 +13,9 @@ def index_dtype(n: int) -> type:
 
 
 def narrow(a: np.ndarray) -> np.ndarray:
-    """a as int32 when every value fits, else as it is: for columns that no edit writes
-    (return latencies, step numbers), so a narrow array never receives a wide value."""
+    """a as int32 when every value fits, else as it is. For columns no edit writes (return
+    latencies, step numbers) and for the graph's times, which an edit writes only into an
+    int64 copy (replay.Plan.writable): a narrow array never receives a wide value."""
     i32 = np.iinfo(np.int32)
     if len(a) and (int(a.min()) < i32.min or int(a.max()) > i32.max):
         return a

@@ -16,6 +16,9 @@ from .sweep import sweep
 
 #: Dependency edges checked at a time while ordering the events.
 EDGE_CHUNK = 1 << 22
+#: Plan arrays of times (ns): int32 in the graph where every value fits, int64 once an edit
+#: writes them (a scaled or summed duration need not fit).
+TIMES = frozenset({"h_dur", "h_gap", "g_dur", "g_lat", "g_qgap", "g_xgap"})
 
 
 def _shared(a: np.ndarray) -> np.ndarray:
@@ -58,11 +61,11 @@ class Plan:
                    g_xpred=_shared(g.g_xpred), g_xgap=_shared(g.g_xgap))
 
     def writable(self, *names: str) -> "Plan":
-        """Own copies of the named arrays, made before an edit writes them."""
+        """Own copies of the named arrays, made before an edit writes them (times as int64)."""
         for name in names:
             a = getattr(self, name)
             if not a.flags.writeable:
-                setattr(self, name, a.copy())
+                setattr(self, name, a.astype(np.int64) if name in TIMES else a.copy())
         return self
 
     def copy(self) -> "Plan":

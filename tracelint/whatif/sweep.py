@@ -98,7 +98,8 @@ def _i64(a) -> np.ndarray:
 
 def _ints(a) -> np.ndarray:
     """An array as it is when int32 or int64 (the graph's links are int32 below 2**31 events,
-    return latencies when they fit: no int64 copy per replay), else as int64."""
+    its times where they fit: no int64 copy per replay), else as int64. The loop adds every
+    int32 value to an int64 time, so nothing is summed in int32."""
     a = np.asarray(a)
     return np.ascontiguousarray(a) if a.dtype in (np.int32, np.int64) else _i64(a)
 
@@ -124,7 +125,7 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
            np.zeros(n_gpu, np.int64), np.zeros(n_gpu, np.int64)]
     g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor = gpu
     LOOP(len(order), _ints(order), _ints(h_prev), np.ascontiguousarray(h_inside, dtype=bool),
-         *map(_i64, (h_anchor, h_gap, h_dur)), _ints(h_tgt), _ints(h_ret), x_host, x_ptr, x_gpu,
-         _ints(g_launch), _i64(g_lat), _ints(g_spred), _i64(g_qgap), _ints(g_xpred),
-         *map(_i64, (g_xgap, g_dur, g_floor)), c_ptr, c_gpu, c_after, *out)
+         _i64(h_anchor), *map(_ints, (h_gap, h_dur, h_tgt, h_ret)), x_host, x_ptr, x_gpu,
+         *map(_ints, (g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur)), _i64(g_floor),
+         c_ptr, c_gpu, c_after, *out)
     return tuple(out)
