@@ -59,9 +59,11 @@ def blocking_calls(tl: Timeline, h: pd.DataFrame, g: pd.DataFrame, g_launch: np.
     one = np.int64(0)                   # one process: a shared zero, not a column of them
     gpid = g["pid"].to_numpy() if nsys else np.broadcast_to(one, len(g))
     hpid = h["pid"].to_numpy() if nsys else np.broadcast_to(one, nh)
-    for p in np.unique(hpid[cand]):
-        _blocked_in_process(cand[hpid[cand] == p], np.flatnonzero(gpid == p), hs, he, gstart,
-                            gend, launched_at, name, role, target, ret)
+    procs = np.unique(hpid[cand])
+    for p in procs:                     # one process: the candidates as they are, not a copy
+        _blocked_in_process(cand if len(procs) == 1 else cand[hpid[cand] == p],
+                            np.flatnonzero(gpid == p), hs, he, gstart, gend, launched_at, name,
+                            role, target, ret)
     del cand            # before the device syncs' own temporaries
     _device_sync_extras(h, g, target, launched_at, extra)
     return target, ret, extra
@@ -76,12 +78,25 @@ def _blocked_in_process(c, ops, hs, he, gstart, gend, launched_at, name, role, t
     # than its name usually takes (an implicit sync), not when a short call merely
     # overlapped an op's end: the typical duration is over all the process's calls
     dur = he[c] - hs[c]
-    typical = pd.Series(dur).groupby(name[c]).transform("median").to_numpy()
+    codes, typical = _median_by_code(np.asarray(name.codes)[c], dur)
     for lo in range(0, len(c), BLOCK_CHUNK):      # bounded temporaries (23 M calls)
         part = slice(lo, lo + BLOCK_CHUNK)
         t, r = _waited_op(c[part], by_end, hs, he, gstart, gend, launched_at, name, role,
-                          dur[part], typical[part])
+                          dur[part], typical[codes[part]])
         target[c[part][t >= 0]], ret[c[part][t >= 0]] = t[t >= 0], r[t >= 0]
+
+
+def _median_by_code(codes: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes shifted to start at 0, the median of the values of each code): med[codes] is
+    what a groupby's median transform gives per row, without its float column per row and its
+    temporaries (at 23 M calls they made the build's peak). A missing name (code -1) has no
+    median (NaN), as the groupby drops it."""
+    codes = codes.astype(np.int32) + 1
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(int(codes.max()) + 2 if len(codes) else 1))
+    med = np.array([np.median(values[order[a:b]]) if b > a and k > 0 else np.nan
+                    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))])
+    return codes, med
 
 
 def _waited_op(c, by_end, hs, he, gstart, gend, launched_at, name, role, dur, typical):
