@@ -10,7 +10,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify, intervals
-from tracelint.timeline.codes import distinct_labels, mode_label, row_codes
+from tracelint.timeline.codes import compact_row_codes, distinct_labels, mode_label, row_codes
 from tracelint.timeline.codes import thread_codes as _thread_codes
 from tracelint.timeline.row_subset import RowSubset
 from tracelint.whatif.edits import RemoveSync
@@ -93,7 +93,7 @@ class HiddenSync(Rule):
         cand, names = _candidates(ctx)
         if len(cand["row"]) == 0:
             return
-        thread = row_codes(api["pid"].to_numpy(), api["tid"].to_numpy())[0]  # per API call
+        thread = compact_row_codes(api["pid"].to_numpy(), api["tid"].to_numpy())  # per call
         cand = _in_scope(ctx, cand, thread)
         if len(cand["row"]) == 0:
             return
@@ -249,7 +249,9 @@ def _in_scope(ctx, cand: dict, thread: np.ndarray) -> dict:
     api = tl.api_calls
     lsel = classify.in_labels(tl.api_role, ("launch", "copy", "memset"))
     cthr, lthr = thread[cand["row"]], thread[lsel]
-    nxt = _next_on_thread(cthr, cand["end"], lthr, api["start"].to_numpy()[lsel])
+    lt = api["start"].to_numpy()[lsel]
+    nxt = _on_thread(cthr, cand["end"], lthr, lt, after=True)
+    nxt = np.where(nxt >= 0, lt[nxt], -1)
     # A thread that never issues GPU work (a pin-memory or logging thread) cannot starve the GPU.
     keep = np.flatnonzero(in_scope & np.isin(cthr, lthr))
     out = {k: cand.pop(k)[keep] for k in list(cand)}    # each column freed once copied
@@ -280,8 +282,10 @@ def _call_sites(cand: dict, min_count: int):
             yield by[bounds[k]:bounds[k + 1]]
 
 
-def _next_on_thread(cthr, ct, lthr, lt) -> np.ndarray:
-    """Per query (thread, time): the first time in (lthr, lt) on the same thread >= time, or -1."""
+def _on_thread(cthr, ct, lthr, lt, after: bool) -> np.ndarray:
+    """Per query (thread, time): the index in (lthr, lt) of the first item on the same thread
+    at or after the time (after=True), or of the last at or before it; -1 where none. One
+    sorted search over keys thread * span + time covers every thread."""
     if len(lt) == 0 or len(ct) == 0:
         return np.full(len(ct), -1, dtype=np.int64)
     t0 = int(min(lt.min(), ct.min()))
@@ -289,11 +293,11 @@ def _next_on_thread(cthr, ct, lthr, lt) -> np.ndarray:
     lk = lthr * span + (lt - t0)
     order = np.argsort(lk, kind="stable")
     lk = lk[order]
-    qk = cthr * span + (ct - t0)
-    pos = np.searchsorted(lk, qk, side="left")
+    pos = np.searchsorted(lk, cthr * span + (ct - t0), side="left" if after else "right")
+    pos -= not after
     pc = np.clip(pos, 0, len(lk) - 1)
-    ok = (pos < len(lk)) & (lk[pc] // span == cthr)
-    return np.where(ok, lt[order][pc], -1)
+    ok = (pos >= 0) & (pos < len(lk)) & (lk[pc] // span == cthr)
+    return np.where(ok, order[pc], -1)
 
 
 def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -407,8 +411,10 @@ def _attach_idle(ctx, cand: dict, names: dict, thread: np.ndarray) -> None:
             continue
         cs, ce = cand["start"][on], cand["end"][on]
         # First GPU activity start after the call returns; 0 idle when the GPU is busy then.
+        # (each temporary is dropped once used: 10 M candidates make each 80 MB)
         i = np.searchsorted(bs, ce, side="right")
-        busy_at_end = (i > 0) & (be[np.clip(i - 1, 0, None)] > ce)
+        before = be[np.clip(i - 1, 0, None)]           # end of the last interval starting <= ce
+        busy_at_end = (i > 0) & (before > ce)
         has_next = i < len(bs)
         nb = np.where(busy_at_end, ce, np.where(has_next, bs[np.clip(i, 0, len(bs) - 1)], ce))
         # Each idle ns is charged once: a window starts no earlier than the previous one ends.
@@ -416,16 +422,19 @@ def _attach_idle(ctx, cand: dict, names: dict, thread: np.ndarray) -> None:
         prev_end = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(nb[order])[:-1]]
         eff = np.empty_like(cs)
         eff[order] = np.maximum(cs[order], prev_end)
-        length = np.maximum(nb - eff, 0)
-        busy = tl.busy_in(int(dev), eff, np.maximum(nb, eff))
+        del order, prev_end
+        hi = np.maximum(nb, eff)                         # hi - eff: the window's length
+        del nb
+        busy = tl.busy_in(int(dev), eff, hi)
         # Capped at the time the call blocked: without the wait the host would have run that
         # much further ahead, so at most that much of the idle is the call's doing (a long host
         # pause after a short sync is a launch gap, TL001, not a hidden sync).
-        idle[on] = np.minimum(np.where(has_next | busy_at_end, length - busy, 0), ce - cs)
+        idle[on] = np.minimum(np.where(has_next | busy_at_end, hi - eff - busy, 0), ce - cs)
+        del busy, has_next
         # Shown window: from the GPU going idle (not before the call) to the GPU resuming.
-        last_end = np.where(i > 0, be[np.clip(i - 1, 0, None)], eff)
-        win_s[on] = np.where(busy_at_end, eff, np.clip(last_end, eff, np.maximum(nb, eff)))
-        win_e[on] = np.maximum(nb, eff)
+        win_s[on] = np.where(busy_at_end, eff, np.clip(np.where(i > 0, before, eff), eff, hi))
+        win_e[on] = hi
+        del i, before, busy_at_end, eff, hi
         # The work the call waited for: the last activity ending at or before the call's end.
         eo = np.argsort(a_e, kind="stable")
         k = np.searchsorted(a_e[eo], ce, side="right") - 1
@@ -457,39 +466,33 @@ def _devices(ctx, cand: dict, thread: np.ndarray) -> np.ndarray:
     la = ctx.activity_launch
     ok = la >= 0
     api_dev[la[ok]] = act["device"].to_numpy()[ok]
-    # sync records carry the device; join on correlation (and pid for nsys)
+    del ok
+    rows = cand["row"]
+    # sync records carry the device; join on correlation (and pid for nsys). Keys only at the
+    # candidates' rows, and every temporary dropped once used: at 23 M API calls each
+    # full-length int64 column is 184 MB, and this is the rule's peak
     sy = tl.syncs
     if len(sy):
         use_pid = tl.meta.format == "nsys-sqlite"
         s_corr = sy["correlation"].to_numpy()
         s_key = (sy["pid"].to_numpy() << 32) ^ s_corr if use_pid else s_corr
-        a_corr = api["correlation"].to_numpy()
-        a_key = (api["pid"].to_numpy() << 32) ^ a_corr if use_pid else a_corr
+        a_corr = api["correlation"].to_numpy()[rows]
+        a_key = (api["pid"].to_numpy()[rows] << 32) ^ a_corr if use_pid else a_corr
         good = (s_corr >= 0) & (sy["device"].to_numpy() >= 0)
         m = pd.Series(sy["device"].to_numpy()[good], index=s_key[good])
         m = m[~m.index.duplicated()]
-        rows = cand["row"]
-        hit = pd.Series(a_key[rows]).map(m).to_numpy()
-        hit = np.where(a_corr[rows] >= 0, hit, np.nan)
+        hit = np.where(a_corr >= 0, pd.Series(a_key).map(m).to_numpy(), np.nan)
+        del a_key, a_corr
         device = np.where(np.isnan(hit), -1, np.nan_to_num(hit, nan=-1)).astype(np.int64)
-    own = api_dev[cand["row"]]
-    device = np.where(device >= 0, device, own)
+    device = np.where(device >= 0, device, api_dev[rows])
     # the device this thread last launched on
     has = api_dev >= 0
     if has.any() and (device < 0).any():
-        cthr, lthr = thread[cand["row"]], thread[has]
-        ls = api["start"].to_numpy()[has]
         ld = api_dev[has]
-        t0 = int(min(ls.min(), cand["start"].min()))
-        span = np.int64(int(max(ls.max(), cand["start"].max())) - t0 + 2)
-        lk = lthr * span + (ls - t0)
-        order = np.argsort(lk, kind="stable")
-        lk, ld = lk[order], ld[order]
-        qk = cthr * span + (cand["start"] - t0)
-        pos = np.searchsorted(lk, qk, side="right") - 1
-        pc = np.clip(pos, 0, None)
-        prev = np.where((pos >= 0) & (lk[pc] // span == cthr), ld[pc], -1)
-        device = np.where(device >= 0, device, prev)
+        del api_dev
+        last = _on_thread(thread[rows], cand["start"], thread[has],
+                          api["start"].to_numpy()[has], after=False)
+        device = np.where(device >= 0, device, np.where(last >= 0, ld[last], -1))
     in_use = tl.devices_in_use()
     if len(in_use) == 1:
         device = np.where(device >= 0, device, in_use[0])

@@ -10,7 +10,8 @@ import pytest
 
 import pandas as pd
 
-from tracelint.timeline.codes import distinct_labels, mode_label, row_codes, thread_codes
+from tracelint.timeline.codes import (compact_row_codes, distinct_labels, mode_label, row_codes,
+                                     thread_codes)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
@@ -44,6 +45,18 @@ def test_row_codes_of_shared_constant_columns(where):
     assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
     everything = row_codes(*[np.broadcast_to(np.int64(v), (1000,)) for v in (1, 2)])
     assert np.array_equal(everything[0], np.zeros(1000)) and everything[1].tolist() == [0]
+
+
+@pytest.mark.parametrize("threads", [1, 3, 500])
+def test_compact_row_codes_are_row_codes_int32_or_one_shared_value(threads):
+    rng = np.random.default_rng(threads)
+    pid = np.full(10_000, 7, np.int64)
+    tid = rng.integers(0, threads, 10_000).astype(np.int64) * (2**40 + 3)
+    got = compact_row_codes(pid, tid)
+    assert np.array_equal(got, row_codes(pid, tid)[0])
+    assert got.dtype == np.int32
+    assert (got.strides == (0,)) == (threads == 1)      # one thread: one value, stored once
+    assert got.flags.writeable == (threads > 1)
 
 
 def test_thread_codes_shared_across_arrays_on_a_real_trace():
