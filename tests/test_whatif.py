@@ -343,6 +343,46 @@ def test_links_stored_int32_replay_as_int64_links_do(v100):
     assert index_dtype(2**31 - 2) == np.int32 and index_dtype(2**31) == np.int64
 
 
+def test_times_stored_int32_replay_as_int64_times_do(v100):
+    """Offsets and durations are int32 where they fit (half the memory); a graph with them as
+    int64 replays to the same times, with and without edits, and an edit that makes a value
+    too large for int32 (durations x 10^4) writes it into an int64 copy, not a wrapped one."""
+    import dataclasses
+    from tracelint.whatif.indexes import narrow
+    from tracelint.whatif.replay import Plan
+    tl, g, r = v100
+    times = ("h_gap", "g_lat", "g_qgap", "g_xgap", "h_dur", "g_dur")
+    assert all(getattr(g, k).dtype == np.int32 for k in times)
+    wide = dataclasses.replace(g, **{k: getattr(g, k).astype(np.int64) for k in times[:4]})
+    for k in times[4:]:                      # cached properties: set on the instance
+        wide.__dict__[k] = getattr(g, k).astype(np.int64)
+    for edits in ([], [Scale(".", 1e4)], [Scale("gemm|elementwise", 0.5), RemoveSync("Synchronize"),
+                                          Fuse(pattern=".")]):
+        a, b = (replay(x, EditSet(edits).plan(x)) for x in (g, wide))
+        for k in ("h_start", "h_end", "g_start", "g_end"):
+            assert np.array_equal(getattr(a, k), getattr(b, k)), (edits, k)
+    big = EditSet([Scale(".", 1e4)]).plan(g)
+    assert big.g_dur.dtype == np.int64 and int(big.g_dur.max()) > np.iinfo(np.int32).max
+    assert Plan.of(g).writable("h_gap", "g_launch").h_gap.dtype == np.int64
+    assert Plan.of(g).writable("g_launch").g_launch.dtype == np.int32     # links stay narrow
+    assert narrow(np.array([0, 2**31], np.int64)).dtype == np.int64
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_median_by_name_equals_the_groupby_median_transform(seed):
+    """The blocking test's typical duration per call name, looked up by code, equals the
+    groupby median transform it replaced (missing names: NaN; huge and negative values)."""
+    import pandas as pd
+    from tracelint.whatif.blocking import _median_by_code
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(0, 400)), int(rng.integers(1, 7))
+    names = pd.Categorical.from_codes(rng.integers(-1, k, n), categories=[f"n{i}" for i in range(k)])
+    dur = rng.integers(-5, 10 ** int(rng.integers(1, 16)), n).astype(np.int64)
+    want = pd.Series(dur).groupby(names, observed=False).transform("median").to_numpy()
+    codes, med = _median_by_code(np.asarray(names.codes), dur)
+    assert np.array_equal(med[codes], want, equal_nan=True)
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_rows_by_stream_equal_the_groupby_on_device_and_stream(seed):
     """blocking._by_stream groups ops by (device, stream) with row codes (a one-value column
