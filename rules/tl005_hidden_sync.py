@@ -13,6 +13,7 @@ from tracelint.timeline import classify, intervals
 from tracelint.timeline.codes import compact_row_codes, distinct_labels, mode_label, row_codes
 from tracelint.timeline.codes import thread_codes as _thread_codes
 from tracelint.timeline.row_subset import RowSubset
+from tracelint.timeline.schema import take_rows
 from tracelint.whatif.edits import RemoveSync
 
 
@@ -220,7 +221,7 @@ def _candidates(ctx) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     sel = np.flatnonzero(kind)
     api_code, api_names = distinct_labels(labels)
     return {"row": sel, "api": api_code[codes[sel]], "kind": kind[sel],
-            **{c: api[c].to_numpy()[sel] for c in ("pid", "tid", "start", "end")}}, \
+            **{c: take_rows(api[c].to_numpy(), sel) for c in ("pid", "tid", "start", "end")}}, \
         {"api": api_names}
 
 
@@ -254,7 +255,7 @@ def _in_scope(ctx, cand: dict, thread: np.ndarray) -> dict:
     nxt = np.where(nxt >= 0, lt[nxt], -1)
     # A thread that never issues GPU work (a pin-memory or logging thread) cannot starve the GPU.
     keep = np.flatnonzero(in_scope & np.isin(cthr, lthr))
-    out = {k: cand.pop(k)[keep] for k in list(cand)}    # each column freed once copied
+    out = {k: take_rows(cand.pop(k), keep) for k in list(cand)}   # freed once copied
     out["step"] = step_no[keep]
     out["step_end"] = (step_no[keep] >= 0) & ((nxt[keep] < 0) | (nxt[keep] >= step_end[keep]))
     return out

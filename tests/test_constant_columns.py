@@ -9,7 +9,7 @@ import pytest
 from conftest import ALL_TRACES, REPO, needs_shared
 
 from tracelint import importers
-from tracelint.timeline.schema import TABLES, share_constant_columns
+from tracelint.timeline.schema import TABLES, share_constant_columns, take_rows
 
 EXAMPLES = sorted((REPO / "fixtures" / "examples").glob("*.sqlite")) \
     + sorted((REPO / "fixtures" / "examples").glob("*.json.gz"))
@@ -65,3 +65,14 @@ def test_a_copied_table_is_writable_row_by_row():
     mine = df.copy()
     mine.loc[1, "device"] = 3
     assert mine["device"].tolist() == [0, 3, 0, 0] and df["device"].tolist() == [0, 0, 0, 0]
+
+
+def test_take_rows_keeps_a_shared_column_shared_and_copies_the_rest():
+    rows = np.array([4, 0, 4, 2])
+    shared = np.broadcast_to(np.int64(9), (6,))
+    got = take_rows(shared, rows)
+    assert got.strides == (0,) and not got.flags.writeable
+    assert np.array_equal(got, shared[rows]) and got.dtype == shared.dtype
+    plain = np.arange(6, dtype=np.int64) * 3
+    assert np.array_equal(take_rows(plain, rows), plain[rows])
+    assert len(take_rows(shared, rows[:0])) == 0

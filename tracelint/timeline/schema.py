@@ -137,6 +137,15 @@ def shared_if_constant(v: np.ndarray) -> np.ndarray:
     return np.broadcast_to(np.array(v[0], dtype=v.dtype), v.shape)
 
 
+def take_rows(v: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """v[rows] for an index array; a column stored once (stride 0) stays one value stored
+    once, where a copy would cost a full column per selection (the pid and tid of millions of
+    sync calls of one thread)."""
+    if v.strides == (0,) and len(v):
+        return np.broadcast_to(v[0], (len(rows),))
+    return v[rows]
+
+
 def share_constant_columns(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with each numeric column that holds one value throughout replaced by a read-only
     view of that one value (stride 0), so it costs no memory per row.
