@@ -118,7 +118,7 @@ def _scale_host_work(g: RunGraph, p: Plan, ranges: np.ndarray, factor: float) ->
     p.writable("h_gap")
     after = (g.h_prev >= 0) & ~g.h_inside
     q = np.maximum(g.h_prev, 0)
-    lo, hi = g.h_end[q], g.h_start
+    lo, hi = g.h_end_of(q), g.h_start
     for t in np.unique(g.r_thread[ranges]):
         rs, re_ = intervals.merge(g.r_start[ranges & (g.r_thread == t)], g.r_end[ranges & (g.r_thread == t)])
         on = np.flatnonzero(after & (g.h_thread == t) & (hi > lo))

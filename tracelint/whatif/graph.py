@@ -48,7 +48,7 @@ class RunGraph:
     # host items
     h_thread: np.ndarray
     h_start: np.ndarray
-    h_end: np.ndarray
+    h_dur: np.ndarray           # traced duration (h_end is start + duration, made on use)
     h_kind: np.ndarray          # int8: API | MARK
     h_name: pd.Categorical      # call name ('' for markers)
     h_role: pd.Categorical      # launch | sync | copy | memset | alloc | other | marker
@@ -95,11 +95,16 @@ class RunGraph:
     def n_host(self) -> int:
         return len(self.h_start)
 
-    @cached_property
-    def h_dur(self) -> np.ndarray:
-        """Each host item's traced duration, made once: every replay plan shares it read-only
-        (23 M items at 10 M kernels: 184 MB a plan)."""
-        return _read_only(narrow(self.h_end - self.h_start))
+    @property
+    def h_end(self) -> np.ndarray:
+        """Each host item's traced end, made on each use: the graph keeps the durations (read
+        only, shared by every replay plan, int32 where they fit) and not the ends too (23 M
+        items at 10 M kernels: 184 MB)."""
+        return self.h_start + self.h_dur
+
+    def h_end_of(self, items: np.ndarray) -> np.ndarray:
+        """The traced end of some host items, without the ends of all."""
+        return self.h_start[items] + self.h_dur[items]
 
     @cached_property
     def g_dur(self) -> np.ndarray:
@@ -390,7 +395,7 @@ def build(tl: Timeline) -> RunGraph:
     ix = index_dtype(2 * len(hs) + len(g))     # every event id of a replay fits (replay._order)
     return RunGraph(
         span_start=int(lo), span_end=int(hi),
-        h_thread=thread, h_start=hs, h_end=he, h_kind=h["kind"].to_numpy(),
+        h_thread=thread, h_start=hs, h_dur=_read_only(narrow(he - hs)), h_kind=h["kind"].to_numpy(),
         h_name=h["name"].array, h_role=h["role"].array,
         h_prev=prev.astype(ix, copy=False), h_inside=inside, h_gap=narrow(gap),
         h_target=target.astype(ix, copy=False),

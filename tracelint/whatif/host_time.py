@@ -33,7 +33,7 @@ class RemoveHostTime:
         t = g.h_thread[hit[0]]
         rs, re_ = intervals.merge(np.asarray(self.starts, np.int64), np.asarray(self.ends, np.int64))
         on = np.flatnonzero((g.h_prev >= 0) & ~g.h_inside & (g.h_thread == t))
-        lo, hi = g.h_end[g.h_prev[on]], g.h_start[on]
+        lo, hi = g.h_end_of(g.h_prev[on]), g.h_start[on]
         ok = hi > lo
         on, lo, hi = on[ok], lo[ok], hi[ok]
         cov = intervals.overlap_each(lo, hi, rs, re_)

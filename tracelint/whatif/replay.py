@@ -141,7 +141,7 @@ def _order(g: RunGraph, p: Plan) -> np.ndarray:
     key = np.empty(first_op + ng, dtype=np.int64)   # written in place: no temporaries
     np.multiply(g.h_start, 8, out=key[:nh])
     key[:nh] += 2
-    np.multiply(g.h_end[blocking], 8, out=key[nh:first_op])
+    np.multiply(g.h_end_of(blocking), 8, out=key[nh:first_op])
     key[nh:first_op] += 1
     np.multiply(g.g_start, 8, out=key[first_op:])
     key[first_op:] += 3
