@@ -395,7 +395,8 @@ def build(tl: Timeline) -> RunGraph:
     ix = index_dtype(2 * len(hs) + len(g))     # every event id of a replay fits (replay._order)
     return RunGraph(
         span_start=int(lo), span_end=int(hi),
-        h_thread=thread, h_start=hs, h_dur=_read_only(narrow(he - hs)), h_kind=h["kind"].to_numpy(),
+        h_thread=thread, h_start=hs, h_dur=_read_only(narrow(he - hs)),
+        h_kind=h["kind"].to_numpy(),
         h_name=h["name"].array, h_role=h["role"].array,
         h_prev=prev.astype(ix, copy=False), h_inside=inside, h_gap=narrow(gap),
         h_target=target.astype(ix, copy=False),
