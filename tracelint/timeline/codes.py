@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .schema import shared_if_constant
+
 
 def row_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(codes, first): codes[i] is the rank of row i among the distinct rows in lexicographic
@@ -36,7 +38,6 @@ def compact_row_codes(*columns: np.ndarray) -> np.ndarray:
     """row_codes' codes as int32, and stored once (a read-only stride-0 view) when every row
     holds the same values: for a code per row kept through a whole rule, such as the thread of
     every API call (23 M calls: 184 MB as int64; nothing for a trace of one thread)."""
-    from .schema import shared_if_constant
     codes, first = row_codes(*columns)
     return shared_if_constant(codes.astype(np.int32) if len(first) < 2**31 else codes)
 
