@@ -102,9 +102,11 @@ class MemoryColumns:
             + [_ints(list(map(attrgetter(f), args))) for f in _ARG_FIELDS]))
 
     def merge(self, other: "MemoryColumns") -> None:
-        """Append another builder's events (a parallel decode's worker), in file order."""
-        self.ts += other.ts
-        self.parts += other.parts
+        """Append another builder's events (a parallel decode's worker), in file order. Copied:
+        a worker's arrays may be views of its shared memory (tracelint.shared_result), which
+        would stay mapped until the memory table is built, through the load's peak."""
+        self.ts += [a.copy() for a in other.ts]
+        self.parts += [a.copy() for a in other.parts]
         self.bad += other.bad
         self.seen += other.seen
 

@@ -7,8 +7,9 @@ kineto_columns.Builder.add_chunk), so each process builds its own columns with i
 vocabulary; the merge renumbers names and category ranks into the parent's numbering (the
 order of first appearance in the file, as one process would have numbered them) and appends
 the columns in group order. The parent decodes the first group itself while the workers
-(forked where the OS can, so they start with the parent's imports) decode the others; each worker sends back
-only its columns and the few lists the Builder keeps.
+(forked where the OS can, so they start with the parent's imports) decode the others; each
+worker sends back only its columns and the few lists the Builder keeps, the columns through
+shared memory where it can (tracelint.shared_result).
 
 Set the number of processes with `set_workers(n)` (`tracelint lint --jobs N` for one file).
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import shared_result
 from ..forking import frozen_heap, mp_context
 from . import kineto_ranges as kr
 from .kineto_columns import Builder
@@ -50,18 +52,19 @@ def groups(ranges: list[tuple[int, int]], n: int) -> list[list[tuple[int, int]]]
     return out
 
 
-def _decode_group(path: str, ranges: list[tuple[int, int]]) -> dict:
-    """In a worker: one group's columns and what the Builder kept, ready to merge."""
+def _decode_group(path: str, ranges: list[tuple[int, int]], fd: int | None):
+    """In a worker: one group's columns and what the Builder kept, ready to merge (sent
+    through the memory file fd where there is one)."""
     build = Builder()
     specials, firsts, shapes = kr.decode_in_ranges(Path(path), ranges, build,
                                                    lambda stage, fraction: None)
-    return {"cols": build.columns(), "vocab": {t: list(v) for t, v in build.vocab.items()},
-            "cats": list(build.cat_rank), "counts": dict(build.cat_counts),
-            "specials": specials, "firsts": firsts, "shapes": shapes,
-            "flow_chunks": build.flow_chunks, "op_inputs": build.op_inputs,
-            "call_stacks": build.call_stacks, "window": build.window,
-            "bad_ts": build.bad_ts, "non_x": build.non_x,
-            "memory": build.memory}
+    return shared_result.send({
+        "cols": build.columns(), "vocab": {t: list(v) for t, v in build.vocab.items()},
+        "cats": list(build.cat_rank), "counts": dict(build.cat_counts),
+        "specials": specials, "firsts": firsts, "shapes": shapes,
+        "flow_chunks": build.flow_chunks, "op_inputs": build.op_inputs,
+        "call_stacks": build.call_stacks, "window": build.window,
+        "bad_ts": build.bad_ts, "non_x": build.non_x, "memory": build.memory}, fd)
 
 
 def decode_parallel(path: Path, ranges: list[tuple[int, int]], build: Builder, report, n: int):
@@ -74,16 +77,28 @@ def decode_parallel(path: Path, ranges: list[tuple[int, int]], build: Builder, r
 
 
 def _decode_with(ctx, path: Path, parts: list, build: Builder, report):
-    with ProcessPoolExecutor(max_workers=len(parts) - 1, mp_context=ctx) as pool:
-        futures = [pool.submit(_decode_group, str(path), g) for g in parts[1:]]
-        specials, firsts, shapes = kr.decode_in_ranges(path, parts[0], build, report)
-        count = sum(build.cat_counts.values())
-        for fut in futures:
-            got = fut.result()
-            specials += got["specials"]
-            firsts += [count + f for f in got["firsts"]]
-            shapes |= got["shapes"]
-            count += _merge(build, got, count)
+    fds = [shared_result.open_file() if ctx.get_start_method() == "fork" else None
+           for _ in parts[1:]]                      # opened before the workers fork
+    try:
+        with ProcessPoolExecutor(max_workers=len(parts) - 1, mp_context=ctx) as pool:
+            futures = [pool.submit(_decode_group, str(path), g, fd)
+                       for g, fd in zip(parts[1:], fds)]
+            return _collect(path, parts[0], futures, fds, build, report)
+    finally:
+        for fd in fds:
+            shared_result.close(fd)
+
+
+def _collect(path: Path, first: list, futures: list, fds: list, build: Builder, report):
+    """Decode the first group here, then merge each worker's group in file order."""
+    specials, firsts, shapes = kr.decode_in_ranges(path, first, build, report)
+    count = sum(build.cat_counts.values())
+    for fut, fd in zip(futures, fds):
+        got = shared_result.receive(fut.result(), fd)
+        specials += got["specials"]
+        firsts += [count + f for f in got["firsts"]]
+        shapes |= got["shapes"]
+        count += _merge(build, got, count)
     return specials, firsts, shapes
 
 
