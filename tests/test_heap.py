@@ -73,3 +73,52 @@ def test_the_cli_keeps_freed_pages_and_light_commands_do_not_pay_for_it(tmp_path
                              text=True, timeout=300)
         assert res.stdout.split()[-1] == want, (argv, res.stdout[-500:], res.stderr[-2000:])
     assert (tmp_path / "report.json").stat().st_size > 0
+
+
+def test_collector_paused_restores_the_collector_as_it_was():
+    import gc
+    from tracelint.heap import collector_paused
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()          # a caller's own pause is kept
+    finally:
+        gc.enable()
+    with pytest.raises(ValueError), collector_paused():
+        raise ValueError
+    assert gc.isenabled()
+
+
+def test_a_load_runs_without_collections(monkeypatch):
+    """The importer's millions of acyclic objects trigger no collection while it runs
+    (tracelint.heap); the one they are due comes after."""
+    import gc
+    import tracelint
+    from tracelint import importers
+    inside, during = [False], []
+    load = importers._load
+
+    def watched(*args):
+        inside[0] = True
+        try:
+            return load(*args)
+        finally:
+            inside[0] = False
+
+    def record(phase, info):
+        during.append(inside[0])
+    monkeypatch.setattr(importers, "_load", watched)
+    path = REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz"
+    tracelint.load(path)              # the importers' modules imported
+    gc.callbacks.append(record)
+    try:
+        tl = tracelint.load(path)
+    finally:
+        gc.callbacks.remove(record)
+    assert len(tl.kernels) and gc.isenabled()
+    assert True not in during

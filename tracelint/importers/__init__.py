@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from ..errors import TraceFormatError
+from ..heap import collector_paused
 from ..timeline.model import Timeline
 from ..timeline.schema import TABLES, share_constant_columns
 
@@ -84,7 +85,8 @@ def load(path: str | os.PathLike, progress=None) -> Timeline:
     p = Path(path)
     t0 = time.perf_counter()
     try:
-        tl = _load(p, progress)
+        with collector_paused():         # millions of acyclic objects: tracelint.heap
+            tl = _load(p, progress)
     except RecursionError:
         from ..reporters.escape import terminal_text
         raise TraceFormatError(f"{terminal_text(str(path), 200)}: nested too deeply to read "
