@@ -20,7 +20,7 @@ def mark(what: str) -> None:
     with open("/proc/self/statm") as f:
         rss = int(f.read().split()[1]) * resource.getpagesize() / 2**20
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"{time.perf_counter() - T0:7.1f}s cpu {ru.ru_utime + ru.ru_stime:7.1f} (sys "
+    print(f"{time.perf_counter() - T0:7.3f}s cpu {ru.ru_utime + ru.ru_stime:7.2f} (sys "
           f"{ru.ru_stime:5.1f}, faults {ru.ru_minflt // 1000:6d} k) rss {rss:7.0f} "
           f"peak {ru.ru_maxrss / 1024:7.0f} MiB  {what}", file=sys.stderr, flush=True)
 
