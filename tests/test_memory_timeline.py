@@ -194,3 +194,31 @@ def test_churn_per_iteration_equals_the_plain_sums(seed):
                          "frees": int((b < 0).sum()), "free_bytes": int(-b[b < 0].sum()),
                          "reserved_grown": int(d[d > 0].sum()), "reserved_released": int(-d[d < 0].sum())})
         assert [{k: g[k] for k in w} for g, w in zip(got, want)] == want and len(got) == len(want)
+
+
+def test_enclosing_ops_against_a_scan_of_the_ranges():
+    """The innermost op / annotation around random instants of a real trace's threads (and of
+    a thread it lacks), by a plain scan of the ranges; the Categorical the Kineto importer
+    stores equals one made from those names."""
+    import pandas as pd
+    from tracelint.timeline.memory import enclosing_ops, enclosing_ops_categorical
+    tl = tracelint.load(trace_or_skip(TRACES / "torch" / "hta_v100_rank1of2.json.gz"))
+    r = tl.ranges
+    rng = np.random.default_rng(7)
+    pick = rng.integers(0, len(r), 300)
+    pid = np.where(np.arange(300) % 10 == 0, 12345, r["pid"].to_numpy()[pick])
+    tid = r["tid"].to_numpy()[pick]
+    ts = r["start"].to_numpy()[pick] + rng.integers(-2_000, 20_000, 300)
+    ts[:5] = r["start"].to_numpy()[pick[:5]]               # exactly at a start
+    want = []
+    for p, t, x in zip(pid, tid, ts):
+        on = r[(r["pid"] == p) & (r["tid"] == t) & r["kind"].isin(["op", "annotation"])
+               & (r["start"] <= x) & ((r["end"] > x) | (r["start"] == x)) & (r["end"] >= r["start"])]
+        want.append(str(on.loc[on["depth"].idxmax(), "name"]) if len(on) else "")
+    assert sum(w != "" for w in want) > 100 and "" in want
+    got = enclosing_ops(r, pid, tid, ts)
+    assert got.tolist() == want
+    cat = enclosing_ops_categorical(r, pid, tid, ts)
+    by_strings = pd.Categorical(want)
+    assert list(cat.categories) == list(by_strings.categories)
+    assert np.array_equal(cat.codes, by_strings.codes)

@@ -24,7 +24,7 @@ from operator import attrgetter
 import numpy as np
 import pandas as pd
 
-from ..timeline.memory import enclosing_ops
+from ..timeline.memory import enclosing_ops_categorical
 from ..timeline.schema import make_table
 from .kineto_values import us_to_ns
 
@@ -132,7 +132,7 @@ class MemoryColumns:
             "device": dev, "device_type": pd.Categorical.from_codes(codes, kinds),
             "ts": ts, "bytes": nbytes, "total_allocated": alloc,
             "total_reserved": reserved, "addr": addr, "pid": pid, "tid": tid,
-            "op": pd.Categorical(enclosing_ops(ranges, pid, tid, ts)),
+            "op": enclosing_ops_categorical(ranges, pid, tid, ts),
             "source": pd.Categorical.from_codes(np.zeros(n, np.int8), ["allocator"])}, n)
 
     def _running_totals(self, kinds, codes, dev, nbytes, alloc) -> None:

@@ -30,20 +30,41 @@ _OWNER_KINDS = ("op", "annotation", "nvtx")
 def enclosing_ops(ranges: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
                   ts: np.ndarray) -> np.ndarray:
     """Per (pid, tid, ts): the name of the innermost CPU op / annotation / NVTX range on that
-    thread with start <= ts < end (or ts == start for an empty range), "" when none
-    (vectorised per thread of the queries, one pass per nesting level)."""
+    thread with start <= ts < end (or ts == start for an empty range), "" when none."""
+    q, short = _innermost_names(ranges, pid, tid, ts)
+    return np.array(short, dtype=object)[q]
+
+
+def enclosing_ops_categorical(ranges: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
+                              ts: np.ndarray) -> pd.Categorical:
+    """enclosing_ops as a Categorical (the same categories and codes as one made from its
+    strings), made from integer codes: no string per row (168 k [memory] events of the
+    287 MB reference: 0.070-0.100 s -> 0.044-0.073 s with the Categorical)."""
+    q, short = _innermost_names(ranges, pid, tid, ts)
+    used = np.unique(q)
+    cats = sorted({short[i] for i in used})          # names may repeat: "", emit_nvtx ops
+    final = np.zeros(len(short), np.int64)
+    final[used] = [cats.index(short[i]) for i in used]
+    return pd.Categorical.from_codes(final[q], categories=cats)
+
+
+def _innermost_names(ranges: pd.DataFrame, pid, tid, ts) -> tuple[np.ndarray, list[str]]:
+    """(per query, the index of its innermost owner range's short name; the short name of each
+    distinct range name, with "" last for none); vectorised per thread of the queries, one
+    pass per nesting level."""
     n = len(ts)
-    out = np.full(n, "", dtype=object)
     if n == 0 or len(ranges) == 0:
-        return out
+        return np.zeros(n, np.int64), [""]
     r = ranges
     rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
     owner = r["kind"].isin(_OWNER_KINDS).to_numpy() & (re_ >= rs)
-    if not owner.any():
-        return out
     cat = pd.Categorical(r["name"].array)      # each distinct name parsed once
     short = [m.group(1) if (m := _EMIT_NVTX.match(n)) else n for n in cat.categories.astype(str)]
-    names = np.array(short + [""], dtype=object)[np.asarray(cat.codes)]   # -1 (no name): ""
+    short.append("")                           # no name (code -1) and no enclosing range
+    code = np.arange(len(short))[np.asarray(cat.codes)]
+    out = np.full(n, len(short) - 1, np.int64)
+    if not owner.any():
+        return out, short
     rkey = _thread_key(r["pid"].to_numpy(), r["tid"].to_numpy())
     qkey = _thread_key(np.asarray(pid, np.int64), np.asarray(tid, np.int64))
     ts = np.asarray(ts, np.int64)
@@ -57,8 +78,8 @@ def enclosing_ops(ranges: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
             pos = np.searchsorted(rs[at], ts[q], side="right") - 1
             c = at[np.clip(pos, 0, None)]
             hit = (pos >= 0) & ((re_[c] > ts[q]) | (rs[c] == ts[q]))
-            out[q[hit]] = names[c[hit]]
-    return out
+            out[q[hit]] = code[c[hit]]
+    return out, short
 
 
 def _thread_key(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
