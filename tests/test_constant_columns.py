@@ -76,3 +76,19 @@ def test_take_rows_keeps_a_shared_column_shared_and_copies_the_rest():
     plain = np.arange(6, dtype=np.int64) * 3
     assert np.array_equal(take_rows(plain, rows), plain[rows])
     assert len(take_rows(shared, rows[:0])) == 0
+
+
+def test_empty_tables_are_fresh_copies_with_the_schema_dtypes():
+    """A Timeline's empty tables come from one frame made per table: each has the schema's
+    columns and dtypes, and what a caller does to one never reaches the next."""
+    from tracelint.timeline.model import Timeline
+    from tracelint.timeline.schema import empty_table
+    first = Timeline()
+    first.kernels["extra"] = []
+    del first.kernels["start"]
+    for table, spec in TABLES.items():
+        got = getattr(Timeline(), table)
+        assert len(got) == 0 and list(got.columns) == list(spec), table
+        assert [str(t) for t in got.dtypes] == [str(pd.Series([], dtype=d).dtype)
+                                                 for d in spec.values()], table
+    assert empty_table("kernels") is not empty_table("kernels")
