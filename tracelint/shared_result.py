@@ -25,7 +25,7 @@ def open_file() -> int | None:
     if not hasattr(os, "memfd_create"):
         return None
     try:
-        return os.memfd_create("tracelint-result", 0)   # inherited across fork, not exec
+        return os.memfd_create("tracelint-result", os.MFD_CLOEXEC)   # kept by fork, not exec
     except OSError:
         return None
 
