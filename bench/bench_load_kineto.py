@@ -36,11 +36,12 @@ import json, resource, sys, time
 path, mode = sys.argv[1], sys.argv[2]
 if mode != "json":
     import tracelint
-    from tracelint.importers import kineto_parallel, kineto_ranges
+    from tracelint import forking
+    from tracelint.importers import kineto_ranges
     if mode == "whole":          # the whole-buffer path, for comparison
         kineto_ranges.STREAM_MIN = 1 << 62
     if mode.startswith("workers"):   # workersN: the byte ranges decoded by N processes
-        kineto_parallel.set_workers(int(mode[7:]))
+        forking.set_load_workers(int(mode[7:]))
 wall, cpu = time.perf_counter(), time.process_time()
 if mode == "json":
     with open(path, "rb") as fh:

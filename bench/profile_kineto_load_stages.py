@@ -23,6 +23,7 @@ def main(path: str, workers: int) -> None:
     from tracelint.heap import keep_freed_pages
     keep_freed_pages()
     import tracelint
+    from tracelint import forking
     from tracelint.importers import kineto_columns as kc
     from tracelint.importers import kineto_json as kj
     from tracelint.importers import kineto_parallel as kp
@@ -33,7 +34,7 @@ def main(path: str, workers: int) -> None:
                         (kj, "build_timeline"), (kj, "build_meta"), (kj, "attach_memory")):
         stages._wrap(owner, name, name)
     stages._wrap(cf.Future, "result", "wait for a worker's columns")
-    kp.set_workers(workers)
+    forking.set_load_workers(workers)
     stages.T0 = time.perf_counter()
     stages.mark("begin")
     tracelint.load(path)

@@ -11,8 +11,16 @@ import pandas as pd
 import pytest
 from conftest import TRACES, trace_or_skip
 
+from tracelint import forking
 from tracelint.importers import kineto_json as kj
 from tracelint.importers import kineto_ranges as kr
+
+
+@pytest.fixture(autouse=True)
+def _one_process(monkeypatch):
+    """Each test decodes in this process unless it asks for more (a CLI call earlier in the
+    session may have set the usable CPUs)."""
+    monkeypatch.setattr(forking, "_LOAD_WORKERS", 1)
 
 TABLES = ("kernels", "copies", "memsets", "api_calls", "ranges", "syncs", "python_frames", "metrics",
           "memory")
@@ -123,12 +131,12 @@ def test_worker_processes_equal_one_process(tmp_path, monkeypatch, name, range_b
     path = _plain(tmp_path, name)
     monkeypatch.setattr(kr, "RANGE_BYTES", range_bytes)
     monkeypatch.setattr(kr, "STREAM_MIN", 0)
-    monkeypatch.setattr(kp, "_WORKERS", 3)
+    monkeypatch.setattr(forking, "_LOAD_WORKERS", 3)
     _, ranges = kr.plan(path, path.stat().st_size)
     assert len(kp.groups(ranges, 3)) == 3
     by_workers = kj._load_in_ranges(path, lambda stage, fraction: None)
     assert by_workers is not None
-    monkeypatch.setattr(kp, "_WORKERS", 1)
+    monkeypatch.setattr(forking, "_LOAD_WORKERS", 1)
     monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
     _assert_same(by_workers, kj.load_kineto(path))
 
@@ -182,3 +190,28 @@ def test_flows_without_category_next_to_memory_events_equal_the_whole_buffer(tmp
     assert by_ranges is not None and len(by_ranges.memory) == 150
     monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
     _assert_same(by_ranges, kj.load_kineto(path))
+
+
+def test_cli_loads_with_the_usable_cpus_a_library_call_with_one(tmp_path, monkeypatch):
+    """`tracelint lint FILE` (cli.common.load_trace) decodes a large plain file with the
+    usable CPUs, at most 4, or with --jobs; tracelint.load alone stays in its process. The
+    Timeline is the same either way."""
+    import tracelint
+    from tracelint.cli.common import load_trace
+    from tracelint.importers import kineto_parallel as kp
+    path = _plain(tmp_path, "hta_v100_rank1of2.json.gz")
+    monkeypatch.setattr(kr, "RANGE_BYTES", 400_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    monkeypatch.setattr(forking, "usable_cpus", lambda: 8)
+    used = []
+    decode = kp.decode_parallel
+    monkeypatch.setattr(kp, "decode_parallel", lambda *a: used.append(a[-1]) or decode(*a))
+    one = tracelint.load(path)
+    assert used == []
+    by_cli = load_trace(str(path), progress=False)
+    assert used == [forking.MAX_DEFAULT_LOAD_WORKERS]
+    load_trace(str(path), progress=False, workers=1)
+    load_trace(str(path), progress=False, workers=2)
+    assert used == [4, 2]
+    by_cli.meta.load_s = one.meta.load_s       # the load's own wall time
+    _assert_same(by_cli, one)

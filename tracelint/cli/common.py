@@ -28,8 +28,12 @@ def loading_progress(path: str, enabled: bool = True):
         yield cb
 
 
-def load_trace(path: str, progress: bool = True):
+def load_trace(path: str, progress: bool = True, workers: int | None = None):
+    """The trace, a large plain Kineto JSON file decoded by `workers` processes (default: the
+    usable CPUs, at most 4; tracelint.forking)."""
+    from ..forking import set_load_workers
     from ..importers import load
+    set_load_workers(workers)
     with loading_progress(path, progress) as cb:
         return load(path, progress=cb)
 

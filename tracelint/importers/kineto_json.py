@@ -88,10 +88,13 @@ def _load_in_ranges(path: Path, report) -> Timeline | None:
             return None
         top_bytes, ranges = kr.plan(path, path.stat().st_size)
         report("read", 1.0)
-        from . import kineto_parallel as kp
-        specials, firsts, shapes = (kr.decode_in_ranges(path, ranges, build, report)
-                                    if kp.workers() < 2 else
-                                    kp.decode_parallel(path, ranges, build, report, kp.workers()))
+        from ..forking import load_workers
+        n = load_workers()
+        if n < 2:
+            specials, firsts, shapes = kr.decode_in_ranges(path, ranges, build, report)
+        else:
+            from .kineto_parallel import decode_parallel
+            specials, firsts, shapes = decode_parallel(path, ranges, build, report, n)
         top = msgspec.json.decode(top_bytes, type=Top)
     except (kr.NotSplittable, OSError, msgspec.DecodeError, TraceFormatError):
         return None

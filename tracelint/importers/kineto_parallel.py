@@ -11,7 +11,8 @@ the columns in group order. The parent decodes the first group itself while the 
 worker sends back only its columns and the few lists the Builder keeps, the columns through
 shared memory where it can (tracelint.shared_result).
 
-Set the number of processes with `set_workers(n)` (`tracelint lint --jobs N` for one file).
+The number of processes: `tracelint.forking.set_load_workers(n)` (the CLI: the usable CPUs,
+at most 4, or `--jobs N`); a library call decodes in its own process unless it sets more.
 """
 from __future__ import annotations
 
@@ -24,19 +25,6 @@ from .. import shared_result
 from ..forking import frozen_heap, mp_context
 from . import kineto_ranges as kr
 from .kineto_columns import Builder
-
-_WORKERS = 1
-
-
-def set_workers(n: int | None) -> None:
-    """Processes that decode one large Kineto file (1: this process only)."""
-    global _WORKERS
-    _WORKERS = max(1, int(n or 1))
-
-
-def workers() -> int:
-    return _WORKERS
-
 
 def groups(ranges: list[tuple[int, int]], n: int) -> list[list[tuple[int, int]]]:
     """ranges cut into at most n contiguous groups of about equal bytes (a larger share for the

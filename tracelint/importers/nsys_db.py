@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 from ..io import readonly_sqlite_uri
+from ..forking import usable_cpus
 from . import sqlite_pages
 
 KERNEL, MEMCPY, MEMSET = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -29,8 +30,7 @@ CHUNK_ROWS = 400_000        # rows per group_concat: bounds string size and feed
 #: Files from which the big tables are read from their pages (Db.raw_scan), when numba is
 #: installed: below, SQL costs less than loading the compiled reader.
 RAW_FROM_BYTES = 64 << 20
-WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-              else os.cpu_count() or 1)
+WORKERS = min(4, usable_cpus())
 LOW24 = 0xFFFFFF
 
 

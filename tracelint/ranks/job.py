@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from ..engine.config import Config
 from ..errors import TraceFormatError, TracelintError
-from ..forking import frozen_heap, mp_context
+from ..forking import frozen_heap, mp_context, usable_cpus
 from .report import JobReport
 from .summary import RankSummary, is_url, rank_from_name, summarize_source
 
@@ -169,7 +169,7 @@ def run_map(sources: Sequence[str], config: Config | None, jobs: int | None = No
     task = functools.partial(summarize_source, config=config, graphs=graphs)
     if dask_address is not None:
         return _map_dask(sources, task, dask_address, progress)
-    n = jobs if jobs is not None else min(os.cpu_count() or 1, max(len(sources), 1))
+    n = jobs if jobs is not None else min(usable_cpus(), max(len(sources), 1))
     if n <= 0:
         return _map_inline(sources, task, progress)
     return _map_local(sources, task, max(1, min(n, len(sources) or 1)), progress)
