@@ -28,7 +28,8 @@ from .kineto_columns import Builder
 
 def groups(ranges: list[tuple[int, int]], n: int) -> list[list[tuple[int, int]]]:
     """ranges cut into at most n contiguous groups of about equal bytes (a larger share for the
-    parent, which does not pickle its columns, measured no faster: 1.42 s against 1.37 s)."""
+    parent measured no faster, 1.42 s against 1.37 s, when workers still pickled their
+    columns; now they cost the parent 0.02-0.035 s to receive)."""
     total = sum(b - a for a, b in ranges)
     out: list[list[tuple[int, int]]] = [[]]
     done = 0
