@@ -232,14 +232,17 @@ def _paint_segments(windows, events) -> dict:
     return out
 
 
-def test_real_cpu_capture_attribution():
+@pytest.mark.parametrize("rows_at_once", [hostidle.ROWS_AT_ONCE, 7])
+def test_real_cpu_capture_attribution(monkeypatch, rows_at_once):
     """A real torch.profiler CPU capture (tests/data/hostwork_cpu.py: DataLoader with
     num_workers=0, gc.collect(), print each step; record_python_gc_info, with_stack). A CPU
     capture has no GPU idle, so the windows are the host time between one step's optimizer step
     and the next forward's first `aten::linear`. Expected values: the painter's sweep over the
     raw events, each instant's category from the raw events alone (its owner is, or lies inside,
     a `Python GC` / gc.collect event -> gc; a print -> logging; the DataLoader range or a
-    torch/utils/data frame -> data loading)."""
+    torch/utils/data frame -> data loading). The thread's rows are also tested against the
+    windows 7 at a time (the slices a 7 M-call thread is read in)."""
+    monkeypatch.setattr(hostidle, "ROWS_AT_ONCE", rows_at_once)
     d = json.load(gzip.open(DATA / "hostwork_cpu.json.gz"))
     ev = [e for e in d["traceEvents"] if e.get("ph") == "X"
           and e.get("cat") in ("cpu_op", "user_annotation", "python_function")]

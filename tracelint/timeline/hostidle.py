@@ -43,6 +43,8 @@ from .nesting import nest
 
 CONTEXT = ("data_loading", "compilation", "gc", "logging")
 CATEGORIES = CONTEXT + ("sync", "cpu_op", "python", "annotation", "cuda_api", "unrecorded")
+#: Rows of a thread tested against the windows at a time (bounds the test's temporaries).
+ROWS_AT_ONCE = 1 << 20
 LABEL = {
     "data_loading": "data loading", "compilation": "compilation (Dynamo/Inductor)",
     "gc": "Python garbage collection", "logging": "logging/printing",
@@ -332,8 +334,12 @@ def _thread_rows(tl, pid, tid, keep) -> dict | None:
     range inside its frame."""
     def rows_of(df, m):
         m = np.flatnonzero(m)
-        return m[keep(df["start"].to_numpy()[m].astype(np.int64),
-                      df["end"].to_numpy()[m].astype(np.int64))]
+        start, end = df["start"].to_numpy(), df["end"].to_numpy()
+        # keep() asks row by row: in slices its temporaries stay small (the launching thread
+        # of a 3 M-kernel export holds 7 M calls: 480 MiB of them at TL001's peak at once)
+        kept = [part[keep(start[part].astype(np.int64), end[part].astype(np.int64))]
+                for part in (m[lo:lo + ROWS_AT_ONCE] for lo in range(0, len(m), ROWS_AT_ONCE))]
+        return np.concatenate(kept) if len(kept) > 1 else kept[0] if kept else m
 
     parts = []
     f = tl.python_frames
