@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces" / "nsys"
 IMPORTS = ("import tracelint.cli.lint, tracelint.importers.nsys_sqlite, tracelint.engine.runner, "
-           "tracelint.engine.registry as r; r.all_rules()")
+           "tracelint.api as a; a.available_rules()")
 
 
 def run(argv: list[str]) -> tuple[float, float]:

@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from .. import __version__
+from .coercion import coerce_cheaply
 from .light import print_root_help
 
 
@@ -34,13 +35,13 @@ class LazyGroup(TyperGroup):
             built = typer.main.get_command(app)  # rebuilt with what the import registered
             if cmd_name in built.commands:
                 command = built.commands[cmd_name]
-                _coerce_missing_cheaply([*command.params, command.get_help_option(ctx)])
+                coerce_cheaply([*command.params, command.get_help_option(ctx)])
                 self.commands[cmd_name] = command
         return self.commands.get(cmd_name)
 
     def get_help_option(self, ctx):
         option = super().get_help_option(ctx)
-        _coerce_missing_cheaply([*self.params, option])
+        coerce_cheaply([*self.params, option])
         return option
 
     def format_help(self, ctx, formatter) -> None:
@@ -48,32 +49,6 @@ class LazyGroup(TyperGroup):
         the same text cli.light prints for `tracelint --help` without typer."""
         print_root_help(self.get_usage(ctx), self.help, self.options,
                         [(name, entry.help) for name, entry in self.table.items()])
-
-
-class _MissingFirst:
-    """typer coerces every parameter through a pydantic TypeAdapter, built on first use even for
-    an option left out (pydantic's import is ~0.16 s of CPU). This returns what typer returns
-    for a missing value (None, or () for multi-value) and builds typer's coercion only for a
-    value that was given."""
-
-    def __init__(self, param):
-        self._param, self._real = param, None
-
-    def coerce(self, value, param, ctx):
-        if value is None:
-            return () if (param.multiple or param.nargs == -1) else None
-        if self._real is None:
-            from typer._coercion import build_runtime_param
-            self._real = build_runtime_param(self._param.type_descriptor)
-        return self._real.coerce(value, param=param, ctx=ctx)
-
-
-def _coerce_missing_cheaply(params) -> None:
-    """Install _MissingFirst on a command's parameters (its --help option included) where
-    typer's internals are as expected (typer 0.2x); with another typer they stay as they are."""
-    for param in params:
-        if getattr(param, "_runtime_param", 0) is None and hasattr(param, "type_descriptor"):
-            param._runtime_param = _MissingFirst(param)
 
 
 app = None  # the typer app, built once by make_app
