@@ -5,7 +5,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import TracelintError
 from ..reporters.fmt import fmt_ns  # noqa: F401  (re-exported for commands)
@@ -19,6 +18,7 @@ def loading_progress(path: str, enabled: bool = True):
     if not enabled or not stderr.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     with Progress(TextColumn("[dim]{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=stderr, transient=True) as prog:
         task = prog.add_task(f"loading {Path(path).name}", total=1.0)
