@@ -94,6 +94,25 @@ def test_correlation_from_flows_across_ranges(tmp_path, monkeypatch):
     _assert_same(by_ranges, kj.load_kineto(path))
 
 
+
+def test_events_longer_than_the_cut_window(tmp_path, monkeypatch):
+    """Cuts are looked for a window at a time: windows that hold no event boundary (here
+    events 2-4 times a window's length) are stepped over, and the ranges still give the
+    whole-buffer Timeline."""
+    events = _launches(60, lambda i: "k" * (1000 + 500 * (i % 3)) + str(i % 5),
+                       kernel_correlation=True)
+    path = tmp_path / "long.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events) + "\n]}")
+    monkeypatch.setattr(kr, "_CUT_WINDOW", 512)
+    monkeypatch.setattr(kr, "RANGE_BYTES", 3_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    _, ranges = kr.plan(path, path.stat().st_size)
+    assert len(ranges) > 10
+    by_ranges = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert by_ranges is not None and len(by_ranges.kernels) == 60
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    _assert_same(by_ranges, kj.load_kineto(path))
+
 @pytest.mark.parametrize("text", [
     # no newline between events: nothing to cut at
     '{"traceEvents": [' + ",".join(['{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, '

@@ -22,6 +22,7 @@ from .kineto_events import Event, TaggedEvent
 RANGE_BYTES = 4 << 20             # bytes per range: bounds the transient buffer and Raw slices
 STREAM_MIN = 64 << 20             # smaller files take the whole-buffer path
 _HEAD_MAX = 4 << 20               # "traceEvents" must start within this many bytes
+_CUT_WINDOW = 64 << 10            # bytes read at a time while looking for the next cut
 _CUT = re.compile(rb"\}[ \t\r]*,[ \t\r]*\n[ \t\r\n]*(?=\{)")
 _KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')
 
@@ -47,10 +48,10 @@ def plan(path: Path, size: int) -> tuple[bytes, list[tuple[int, int]]]:
     cuts = []                          # (end of the previous range, start of the next)
     target = first + RANGE_BYTES
     while target < size:
-        window = _pread(path, target, 1 << 20)
+        window = _pread(path, target, _CUT_WINDOW)
         c = _CUT.search(window)
         if not c:
-            target += 1 << 20
+            target += _CUT_WINDOW
             continue
         cuts.append((target + c.start() + 1, target + c.end()))
         target = target + c.end() + RANGE_BYTES
