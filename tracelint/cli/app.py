@@ -96,6 +96,13 @@ def _debug() -> bool:
     return bool(root and root.debug)
 
 
+def run() -> None:
+    """The `tracelint` command (its entry point): main(), then the process ends without the
+    interpreter's teardown where that is safe (cli.quick_exit)."""
+    from .quick_exit import run as run_then_exit
+    run_then_exit(main)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         from .light import run_light
