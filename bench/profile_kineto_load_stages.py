@@ -6,7 +6,7 @@ Prints a line per stage of `tracelint.load` on a large plain-JSON trace (the sam
 bench/profile_lint_stages.py: wall since start, CPU, RSS): planning the byte ranges, decoding
 (the parent's share when WORKERS > 1), waiting for the workers' columns, merging, and building
 the tables. A forked worker prints its own lines (its decode, with its own CPU and RSS). The
-serial stages bound what more processes can gain (docs/performance.md, "Eighth pass").
+serial stages bound what more processes can gain (docs/performance-history.md, "Eighth pass").
 """
 from __future__ import annotations
 

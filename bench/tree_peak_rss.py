@@ -5,7 +5,7 @@
 `/usr/bin/time` and `getrusage` give the largest single process; with worker processes (the
 parallel Kineto load, `lint DIR --jobs N`) the machine holds their sum. Pages a forked worker
 shares with its parent count in both, so the sum is an upper bound. Used for the default load
-processes in docs/performance.md ("Eleventh pass").
+processes in docs/performance-history.md ("Eleventh pass").
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Why:
   per page again, and the kernel zeroes every page. Linting 3 M nsys kernels spent 13.6 s of
   its 48 s of CPU there, as system time. With freed memory kept in the heap
   (`keep_freed_pages`, set by the CLI), the same lint takes 7.3 s of system time, at a peak
-  within 2 % (docs/performance.md, "Fifth pass").
+  within 2 % (docs/performance-history.md, "Fifth pass").
 - Stages give their freed pages back when they end (`trim`): the importers, a long rule, the
   what-if build and each replay. The next stage then does not grow the process on top of
   holes (30 MB of the peak on the 287 MB reference).
