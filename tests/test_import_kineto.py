@@ -247,6 +247,33 @@ def test_us_to_ns_forms():
     assert ns[10] == 12000
 
 
+
+@pytest.mark.parametrize("values", [
+    [b"1669783689294500.0", b"1669783689294513.5", b"1669783689294519.9"],   # one width
+    [b"1669783689294500.25", b"1669783689294513.5", b"10.125"],                # widths differ
+    [b"12", b"7.5", b"-3.0"],                                                 # a sign, two widths
+    [b"1.5e3", b"2.0e3"],                                                     # one width, exponents
+    [b"", b""], [b"ab", b"cd"], [b"1.0", "2.0"], [b"12.5", 3],                # empty, junk, mixed
+])
+def test_decimal_bytes_parse_as_decimal(values):
+    """Bytes of one width are read from one join (kineto_values._equal_width); every form
+    gives what exact decimal arithmetic gives, or not-ok."""
+    from decimal import Decimal, InvalidOperation
+    ns, ok = us_to_ns(values)
+    for v, got, good in zip(values, ns.tolist(), ok.tolist()):
+        try:
+            want = int(Decimal(v.decode() if isinstance(v, bytes) else v) * 1000)
+        except (InvalidOperation, ValueError):
+            want = None
+        assert (got if good else None) == want, v
+    from tracelint.importers.kineto_values import _equal_width
+    matrix = _equal_width(values)
+    one_width = all(isinstance(v, bytes) for v in values) and len({len(v) for v in values}) == 1 \
+        and values[0] != b""
+    assert (matrix is not None) == one_width
+    if one_width:       # the same bytes numpy's fixed-width conversion gives, row by row
+        assert matrix.tolist() == [list(v) for v in values]
+
 # ----- generated traces: shapes of input -------------------------------------------------------
 def test_bare_array_and_flow_correlation(tmp_path):
     events = [
