@@ -63,12 +63,13 @@ def _int(v) -> int:
     return -1
 
 
-def _ints(values: list) -> np.ndarray:
-    """int64 column: a C-level loop when every value is a JSON int (the usual case)."""
+def _ints(objs: list, get) -> np.ndarray:
+    """int64 column of get(obj): a C-level loop when every value is a JSON int (the usual
+    case)."""
     try:
-        return np.fromiter(values, np.int64, len(values))
+        return np.fromiter(map(get, objs), np.int64, len(objs))
     except (TypeError, ValueError, OverflowError):
-        return np.fromiter(map(_int, values), np.int64, len(values))
+        return np.fromiter(map(_int, map(get, objs)), np.int64, len(objs))
 
 
 class MemoryColumns:
@@ -97,9 +98,8 @@ class MemoryColumns:
             return
         args = list(map(_ARGS, keep))
         self.ts.append(ts[ok])
-        self.parts.append(np.stack(
-            [_ints(list(map(_PID, keep))), _ints(list(map(_TID, keep)))]
-            + [_ints(list(map(attrgetter(f), args))) for f in _ARG_FIELDS]))
+        self.parts.append(np.stack([_ints(keep, _PID), _ints(keep, _TID)]
+                                   + [_ints(args, attrgetter(f)) for f in _ARG_FIELDS]))
 
     def merge(self, other: "MemoryColumns") -> None:
         """Append another builder's events (a parallel decode's worker), in file order. Copied:
