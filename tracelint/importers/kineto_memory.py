@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..timeline.memory import enclosing_ops_categorical
 from ..timeline.schema import make_table
-from .kineto_values import us_to_ns
+from .kineto_values import int_col, us_to_ns
 
 MEMORY_NAME = "[memory]"
 MEMORY_CAT = "cpu_instant_event"
@@ -42,7 +42,7 @@ def is_memory_raw(raw) -> bool:
 
 
 #: Args fields (kineto_events.Args) of a memory row, in row order after ts, pid, tid.
-_TS, _ARGS, _PID, _TID = map(attrgetter, ("ts", "args", "pid", "tid"))
+_TS, _ARGS = attrgetter("ts"), attrgetter("args")
 _ARG_FIELDS = ("mem_bytes", "total_allocated", "total_reserved", "device_type", "device_id",
                "addr")
 
@@ -61,15 +61,6 @@ def _int(v) -> int:
     if isinstance(v, float) and abs(v) < 2**62:
         return int(v)
     return -1
-
-
-def _ints(objs: list, get) -> np.ndarray:
-    """int64 column of get(obj): a C-level loop when every value is a JSON int (the usual
-    case)."""
-    try:
-        return np.fromiter(map(get, objs), np.int64, len(objs))
-    except (TypeError, ValueError, OverflowError):
-        return np.fromiter(map(_int, map(get, objs)), np.int64, len(objs))
 
 
 class MemoryColumns:
@@ -98,8 +89,8 @@ class MemoryColumns:
             return
         args = list(map(_ARGS, keep))
         self.ts.append(ts[ok])
-        self.parts.append(np.stack([_ints(keep, _PID), _ints(keep, _TID)]
-                                   + [_ints(args, attrgetter(f)) for f in _ARG_FIELDS]))
+        self.parts.append(np.stack([int_col(keep, "pid", _int), int_col(keep, "tid", _int)]
+                                   + [int_col(args, f, _int) for f in _ARG_FIELDS]))
 
     def merge(self, other: "MemoryColumns") -> None:
         """Append another builder's events (a parallel decode's worker), in file order. Copied:

@@ -128,13 +128,14 @@ def ints(values: list) -> np.ndarray:
         return np.fromiter((to_int(v) for v in values), np.int64, len(values))
 
 
-def int_col(objs: list, field: str) -> np.ndarray:
-    """_ints of one attribute of every object, read in a C-level loop when all are ints."""
+def int_col(objs: list, field: str, convert=None) -> np.ndarray:
+    """One attribute of every object as int64, read in a C-level loop when all are ints;
+    otherwise each value through convert (default to_int: -1 where not an integer)."""
     get = attrgetter(field)
     try:
         return np.fromiter(map(get, objs), np.int64, len(objs))
     except (TypeError, ValueError, OverflowError):
-        return ints(list(map(get, objs)))
+        return np.fromiter(map(convert or to_int, map(get, objs)), np.int64, len(objs))
 
 
 def to_int(v) -> int:
