@@ -98,8 +98,11 @@ def _debug() -> bool:
 
 def run() -> None:
     """The `tracelint` command (its entry point): main(), then the process ends without the
-    interpreter's teardown where that is safe (cli.quick_exit)."""
+    interpreter's teardown where that is safe (cli.quick_exit). numpy's BLAS gets one thread
+    (cli.blas_threads)."""
+    from .blas_threads import limit_to_one
     from .quick_exit import run as run_then_exit
+    limit_to_one()      # before anything imports numpy (cli.blas_threads)
     run_then_exit(main)
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app, fail
+from .blas_threads import user_environment
 from .common import stderr
 from .lint import Format
 
@@ -38,7 +39,7 @@ def _run_torch(cmd: list[str], out_dir: Path, steps: int, wait: int, warmup: int
             "--steps", str(steps), "--wait", str(wait), "--warmup", str(warmup),
             *([] if stack else ["--no-stack"]), *(["--profile-memory"] if memory else []),
             "--", *target]
-    env = dict(os.environ)
+    env = user_environment()
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     res = subprocess.run(argv, env=env)
@@ -58,7 +59,7 @@ def _run_nsys(cmd: list[str], out_dir: Path, gpu_metrics: bool, memory: bool = F
         argv.append("--gpu-metrics-device=all")
     if memory:
         argv.append("--cuda-memory-usage=true")
-    res = subprocess.run([*argv, *cmd])
+    res = subprocess.run([*argv, *cmd], env=user_environment())
     reps = sorted(out_dir.glob("report.*rep"))
     if not reps:
         raise fail(f"nsys profile wrote no report (exit {res.returncode})")
