@@ -8,6 +8,7 @@ row one level up. Both are searchsorted passes, not a Python loop over the event
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 
 def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -20,7 +21,8 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndar
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return depth, parent
-    group = np.unique(np.asarray(group, dtype=np.int64), return_inverse=True)[1].astype(np.int64)
+    # Dense group numbers in any order (a hash, not a sort): only equality matters.
+    group = pd.factorize(np.asarray(group, dtype=np.int64))[0].astype(np.int64)
     t0 = int(np.min(start))
     start = np.asarray(start, dtype=np.int64) - t0
     # A zero-length range would count as ended before it starts: give it 1 ns so it nests.
@@ -28,46 +30,49 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndar
     span = np.int64(int(end.max()) + 1)
     if (int(group.max()) + 1) * int(span) >= 2**62:
         raise ValueError("trace span too long to nest ranges")
-    order = np.lexsort((-end, start, group))  # by group, start, longest first
-    g, s, e = group[order], start[order], end[order]
-    del group, start, end      # temporaries are dropped at their last use: n-sized each
-    # First position of each row's group in the sorted order.
+    base = group * span                  # (group, time) as one order-preserving int64 key
+    key = base + start
+    order = _by_start_longest_first(key, end)
+    key, g = key[order], group[order]
+    ends = np.sort(base + end, kind="stable")      # every row's (group, end), ascending
+    del group, start, end, base      # temporaries are dropped at their last use: n-sized each
+    # First position of each row's group in the sorted order (the same in `ends`).
     bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     group_first = np.repeat(bounds, np.diff(np.r_[bounds, n]))
-    started_before = np.arange(n) - group_first
-    del group_first
-    # Ends sorted within each group, offset so one global searchsorted serves all groups.
-    ends_sorted_idx = np.lexsort((e, g))
-    e_sorted = e[ends_sorted_idx]
-    g_sorted = g[ends_sorted_idx]
-    del ends_sorted_idx
-    # Count rows of the same group with end <= s: search within each group's slice.
-    lo = np.searchsorted(g_sorted, g, side="left")
-    # searchsorted on a (group, end) composite: rank ends within group by shifting by group id.
-    comp = _composite(g_sorted, e_sorted, span)
-    del g_sorted, e_sorted
-    ended = np.searchsorted(comp, _composite(g, s, span), side="right") - lo
-    del comp, lo, s, e
-    d = np.maximum(started_before - ended, 0)
-    del started_before, ended
-    # Parent: the nearest earlier row (same group) with depth d - 1.
-    par_sorted = np.full(n, -1, dtype=np.int64)
-    positions = np.arange(n)
-    for level in range(1, int(d.max()) + 1 if n else 0):
-        child = positions[d == level]
-        if len(child) == 0:
-            continue
-        cand = positions[d == level - 1]
-        k = np.searchsorted(cand, child, side="left") - 1
-        ok = k >= 0
-        p = np.where(ok, cand[np.clip(k, 0, None)], -1)
-        same = ok & (g[np.clip(p, 0, None)] == g[child])
-        par_sorted[child] = np.where(same, order[np.clip(p, 0, None)], -1)
+    # Rows of the group that started before this one, less those that ended by its start.
+    ended = np.searchsorted(ends, key, side="right") - group_first
+    del ends, key
+    d = np.maximum(np.arange(n) - group_first - ended, 0)
+    del group_first, ended
     depth[order] = d
-    parent[order] = par_sorted
+    parent[order] = _nearest_level_above(d, g, order)
     return depth, parent
 
 
-def _composite(g: np.ndarray, t: np.ndarray, span: np.int64) -> np.ndarray:
-    """Order-preserving single int64 key for (group, time); groups are small dense ranks."""
-    return g * span + t
+def _by_start_longest_first(key: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The row order by (group, start) key, then longest first; ties keep row order. A
+    stable sort of one key (traces are nearly in order already), then the rare rows that
+    share a start are ordered by their end."""
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    tie = k[1:] == k[:-1]
+    if tie.any():
+        at = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])
+        order[at] = order[at][np.lexsort((-end[order[at]], k[at]))]
+    return order
+
+
+def _nearest_level_above(d: np.ndarray, g: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per sorted row: the original index of the nearest earlier row one level up, or -1.
+    Rows listed by (depth, position) make it one search for every row at once: a row's
+    parent is the last entry of the level above that precedes it."""
+    n = len(d)
+    small = d.astype(np.uint16) if d.max() < 2**16 else d     # a radix sort for the levels
+    by_level = np.argsort(small, kind="stable")
+    level_pos = d[by_level] * n + by_level
+    first = int(np.searchsorted(d[by_level], 1))
+    child = by_level[first:]
+    p = by_level[np.searchsorted(level_pos, level_pos[first:] - n) - 1]
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[child] = np.where(g[p] == g[child], order[p], -1)
+    return parent
