@@ -56,10 +56,15 @@ def overlap_each(qs: np.ndarray, qe: np.ndarray, bs: np.ndarray, be: np.ndarray,
 
 def covered_before(t: np.ndarray, bs: np.ndarray, be: np.ndarray, cum: np.ndarray) -> np.ndarray:
     """Busy time of merged intervals (bs, be) strictly before each time t."""
-    i = np.searchsorted(bs, t, side="right")  # intervals starting at or before t
-    full = cum[np.maximum(i - 1, 0)]
-    last = np.where(i > 0, np.minimum(t, be[np.maximum(i - 1, 0)]) - bs[np.maximum(i - 1, 0)], 0)
-    return np.where(i > 0, full + np.maximum(last, 0), 0)
+    j = np.searchsorted(bs, t, side="right") - 1     # the last interval starting at or before t
+    before = j < 0
+    np.maximum(j, 0, out=j)
+    out = np.minimum(t, be[j])           # in place from here: one array for n queries, not six
+    out -= bs[j]
+    np.maximum(out, 0, out=out)          # t at or after that interval's end: all of it counts
+    out += cum[j]
+    out[before] = 0
+    return out
 
 
 def contains_count(points: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
