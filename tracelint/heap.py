@@ -1,6 +1,6 @@
 """How this process's C heap (glibc malloc) holds freed memory: kept for reuse while a stage
-runs, given back to the operating system between stages; and the cyclic garbage collector,
-paused while an importer runs.
+runs, given back to the operating system between stages. (The cyclic garbage collector's
+pauses: tracelint.collector.)
 
 Why:
 - Every column tracelint builds is a large numpy array. By default glibc maps each one fresh
@@ -13,19 +13,11 @@ Why:
   what-if build and each replay. The next stage then does not grow the process on top of
   holes (30 MB of the peak on the 287 MB reference).
 
-- An importer makes millions of short-lived objects (decoded events, per-chunk lists) that
-  form no reference cycles. Their allocation triggers collections that walk the whole heap
-  (numpy, pandas, the rules) and free nothing: 320 collections (0.05 s) in a load of the
-  287 MB Kineto reference, 175-310 (0.07-0.16 s) in one of a 1 M-kernel nsys export, by
-  `gc.callbacks` (`collector_paused`).
-
 Only glibc has the malloc calls; elsewhere `trim` and `keep_freed_pages` do nothing.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import gc
 import sys
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # mallopt parameters (malloc.h)
@@ -67,16 +59,3 @@ def keep_freed_pages() -> bool:
         return False
     return bool(_LIBC.mallopt(M_MMAP_THRESHOLD, KEEP_BELOW)
                 and _LIBC.mallopt(M_TRIM_THRESHOLD, KEEP_BELOW))
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """The cyclic garbage collector off for the block (as it was after); what the block leaves
-    in cycles is collected by the next collection after it. Forked workers inherit the pause."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()

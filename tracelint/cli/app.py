@@ -99,10 +99,13 @@ def _debug() -> bool:
 def run() -> None:
     """The `tracelint` command (its entry point): main(), then the process ends without the
     interpreter's teardown where that is safe (cli.quick_exit). numpy's BLAS gets one thread
-    (cli.blas_threads)."""
+    (cli.blas_threads), and the garbage collector waits for the first trace
+    (tracelint.collector)."""
+    from ..collector import pause_for_startup
     from .blas_threads import limit_to_one
     from .quick_exit import run as run_then_exit
     limit_to_one()      # before anything imports numpy (cli.blas_threads)
+    pause_for_startup()     # no collections until the first trace (tracelint.collector)
     run_then_exit(main)
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..errors import TraceFormatError
-from ..heap import collector_paused
+from .. import collector
 from ..timeline.model import Timeline
 from ..timeline.schema import TABLES, share_constant_columns
 
@@ -85,7 +85,7 @@ def load(path: str | os.PathLike, progress=None) -> Timeline:
     p = Path(path)
     t0 = time.perf_counter()
     try:
-        with collector_paused():         # millions of acyclic objects: tracelint.heap
+        with collector.paused():         # millions of acyclic objects: tracelint.collector
             tl = _load(p, progress)
     except RecursionError:
         from ..reporters.escape import terminal_text
