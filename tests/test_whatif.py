@@ -119,6 +119,53 @@ def test_fuse_runs_equal_stepping_through_each_run(path):
         assert list(zip(*_runs(g, m))) == want
 
 
+
+def _fuse_run_by_run(g, p, m, min_run):
+    """Fuse.apply as it was: one run at a time (the reference for the version without a loop)."""
+    from tracelint.whatif.edits import _runs
+    from tracelint.whatif.graph import API
+    p.writable("g_dur", "g_launch", "g_xpred", "g_qgap", "h_dur", "h_gap")
+    for a, b in zip(*_runs(g, m)):
+        if b - a + 1 < min_run:
+            continue
+        p.g_dur[a] = int(p.g_dur[a:b + 1].sum())
+        p.g_dur[a + 1:b + 1] = 0
+        p.g_launch[a + 1:b + 1] = -1
+        p.g_xpred[a + 1:b + 1] = -1
+        p.g_qgap[a + 1:b + 1] = 0
+        la, lb = g.g_launch[a], g.g_launch[b]
+        if la >= 0 and lb > la and g.h_thread[la] == g.h_thread[lb]:
+            span = np.arange(la + 1, lb + 1)
+            span = span[g.h_kind[span] == API]
+            keep = p.h_target[span] >= 0
+            p.h_dur[span[~keep]] = 0
+            p.h_gap[span] = np.where(g.h_inside[span], p.h_gap[span], 0)
+
+
+@pytest.mark.parametrize("path", (NSYS + KINETO)[1::3], ids=lambda p: p.name[:40])
+def test_fusing_every_run_at_once_equals_fusing_them_one_by_one(path):
+    """Fuse.apply without a loop over runs: the same plan as fusing run after run, on every
+    kernel and on random selections, for runs of at least 1, 2 and 5 ops."""
+    from tracelint.whatif.edits import Ops
+    from tracelint.whatif.replay import Plan
+    g = build(tracelint.load(path))
+    kernels = np.flatnonzero(np.asarray(g.g_table == "kernels"))
+    rows = np.asarray(g.g_row)
+    rng = np.random.default_rng(len(kernels))
+    for pick in (kernels, kernels[rng.random(len(kernels)) < 0.7], kernels[rng.random(len(kernels)) < 0.2]):
+        for min_run in (1, 2, 5):
+            m = np.zeros(g.n_gpu, bool)
+            m[pick] = True
+            edit = Fuse(ops=Ops(kernel_rows=tuple(int(r) for r in rows[pick])), min_run=min_run)
+            assert np.array_equal(edit.ops.mask(g), m)
+            got, want = Plan.of(g), Plan.of(g)
+            edit.apply(g, got)
+            _fuse_run_by_run(g, want, m, min_run)
+            for name, a in want.__dict__.items():
+                if isinstance(a, np.ndarray):
+                    assert np.array_equal(getattr(got, name), a), (name, min_run)
+
+
 def _cli(capsys, *args):
     from tracelint.cli.app import main
     with pytest.raises(SystemExit) as exc:

@@ -304,31 +304,46 @@ class Fuse:
             m |= _match(g.g_name, self.pattern)
         m &= g.g_table == "kernels"
         p.writable("g_dur", "g_launch", "g_xpred", "g_qgap", "h_dur", "h_gap")
-        for a, b in zip(*_runs(g, m)):
-            if b - a + 1 < self.min_run:
-                continue
-            p.g_dur[a] = int(p.g_dur[a:b + 1].sum())
-            p.g_dur[a + 1:b + 1] = 0
-            p.g_launch[a + 1:b + 1] = -1
-            p.g_xpred[a + 1:b + 1] = -1
-            p.g_qgap[a + 1:b + 1] = 0
-            la, lb = g.g_launch[a], g.g_launch[b]
-            if la >= 0 and lb > la and g.h_thread[la] == g.h_thread[lb]:
-                span = np.arange(la + 1, lb + 1)
-                span = span[g.h_kind[span] == API]      # iteration markers stay where they are
-                keep = p.h_target[span] >= 0
-                p.h_dur[span[~keep]] = 0
-                p.h_gap[span] = np.where(g.h_inside[span], p.h_gap[span], 0)
+        first, last = _runs(g, m)
+        fused = last - first + 1 >= self.min_run
+        first, last = first[fused], last[fused]
+        if not len(first):
+            return
+        # GPU: the run's first op carries the run's time; the ops after it lose their launch,
+        # their own wait and their queue gap (runs are disjoint: all of them at once)
+        total = np.r_[0, np.cumsum(p.g_dur)]
+        p.g_dur[first] = total[last + 1] - total[first]
+        rest = _covered(g.n_gpu, first + 1, last + 1)
+        p.g_dur[rest] = 0
+        p.g_launch[rest] = -1
+        p.g_xpred[rest] = -1
+        p.g_qgap[rest] = 0
+        # host: the API calls after the first launch up to the last one (same thread) go, but
+        # for those something waits on; iteration markers stay where they are
+        la, lb = g.g_launch[first], g.g_launch[last]
+        same = (la >= 0) & (lb > la)
+        same[same] = g.h_thread[la[same]] == g.h_thread[lb[same]]
+        span = _covered(g.n_host, la[same] + 1, lb[same] + 1) & (g.h_kind == API)
+        p.h_dur[span & (p.h_target < 0)] = 0
+        p.h_gap[span & ~np.asarray(g.h_inside, bool)] = 0
 
 
-def _runs(g: RunGraph, m: np.ndarray) -> tuple[list[int], list[int]]:
+def _covered(n: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Mask of n items inside any of the ranges [lo, hi) (a difference array: no loop)."""
+    edge = np.zeros(n + 1, np.int64)
+    np.add.at(edge, lo, 1)
+    np.add.at(edge, hi, -1)
+    return np.cumsum(edge[:-1]) > 0
+
+
+def _runs(g: RunGraph, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First and last op of each run of consecutive selected ops on one stream (ops are in
     stream order): a run's last op is one that no selected op continues, found with numpy
-    (stepping through every run in Python cost 0.2 s of the reference's savings)."""
+    (stepping through every run in Python cost 0.2 s of the reference's savings, and fusing
+    them one by one 0.28 s more)."""
     same = np.r_[False, (g.g_device[1:] == g.g_device[:-1]) & (g.g_stream[1:] == g.g_stream[:-1])]
     cont = m & same & np.r_[False, m[:-1]]
-    return (np.flatnonzero(m & ~cont).tolist(),
-            np.flatnonzero(m & ~np.r_[cont[1:], False]).tolist())
+    return np.flatnonzero(m & ~cont), np.flatnonzero(m & ~np.r_[cont[1:], False])
 
 
 @dataclass
