@@ -74,3 +74,19 @@ def test_gap_covered_equals_merge_and_overlap(seed):
     want = int(overlap_each(np.array([lo]), np.array([hi]), bs, be)[0]) if len(bs) else 0
     order = np.argsort(s, kind="stable")              # the gap loop's rows: sorted by start
     assert _covered(s[order].tolist(), e[order].tolist(), 0, n, lo, hi) == want
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_overlaps_any_is_a_positive_overlap(seed):
+    """overlaps_any equals overlap_each(...) > 0: queries that touch a busy interval's edge,
+    lie inside one, span several, have no length or end before they start; busy intervals
+    of no length."""
+    from tracelint.timeline.intervals import merge, overlap_each, overlaps_any
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n, m = int(rng.integers(0, 40)), int(rng.integers(0, 40))
+        bs = rng.integers(0, 200, m)
+        bs, be = merge(bs, bs + rng.integers(0, 12, m))
+        qs = rng.integers(-5, 210, n)
+        qe = qs + rng.integers(-3, 15, n)
+        assert overlaps_any(qs, qe, bs, be).tolist() == (overlap_each(qs, qe, bs, be) > 0).tolist()
