@@ -190,7 +190,7 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends) -> HostIdle:
     # only the rows that overlap the windows are built (the launching thread of a 10 M-kernel
     # export holds tens of millions of calls; the same rows as filtering the whole thread)
     rows = _thread_rows(ctx.tl, pid, tid,
-                        lambda s, e: intervals.overlap_each(s, e, ws, we) > 0)
+                        lambda s, e: intervals.overlaps_any(s, e, ws, we))
     if rows is None or len(rows["start"]) == 0:
         out.by_category = {"unrecorded": window} if window else {}
         out.activities = [Activity("unrecorded", "", window)] if window else []
@@ -348,33 +348,81 @@ def _thread_rows(tl, pid, tid, keep) -> dict | None:
         files = classify.labels_at(f["file"], m)
         func = classify.labels_at(f["function"], m)
         parts.append(dict(start=f["start"].to_numpy()[m], end=f["end"].to_numpy()[m],
-                          name=np.array([fn if ln < 0 else f"{fn} ({fl}:{ln})" for fn, fl, ln in
-                                         zip(func, files, f["line"].to_numpy()[m])], dtype=object),
-                          src=np.zeros(len(m), np.int8), file=files, line=f["line"].to_numpy()[m],
-                          function=func, kind=np.full(len(m), "python", dtype=object)))
+                          name=_Text.of(np.array([fn if ln < 0 else f"{fn} ({fl}:{ln})" for fn, fl, ln
+                                                  in zip(func, files, f["line"].to_numpy()[m])],
+                                                 dtype=object)),
+                          src=np.zeros(len(m), np.int8), file=_Text.of(files),
+                          line=f["line"].to_numpy()[m], function=_Text.of(func),
+                          kind=_Text.constant("python", len(m))))
     r = tl.ranges
     if len(r):
-        k = r["kind"].astype(str).to_numpy()
-        m = rows_of(r, _on(r, pid, tid) & np.isin(k, ("op", "annotation", "nvtx")))
+        kind = _Text.categorical(r["kind"], np.arange(len(r)))
+        m = rows_of(r, _on(r, pid, tid) & np.isin(kind.labels, ("op", "annotation", "nvtx"))[kind.codes])
         n = len(m)
         parts.append(dict(start=r["start"].to_numpy()[m], end=r["end"].to_numpy()[m],
-                          name=r["name"].take(m).astype(str).to_numpy(), src=np.ones(n, np.int8),
-                          file=np.full(n, "", dtype=object), line=np.full(n, -1, np.int64),
-                          function=np.full(n, "", dtype=object), kind=k[m].astype(object)))
+                          name=_Text.categorical(r["name"], m), src=np.ones(n, np.int8),
+                          file=_Text.constant("", n), line=np.full(n, -1, np.int64),
+                          function=_Text.constant("", n), kind=_Text(kind.codes[m], kind.labels)))
     a = tl.api_calls
     if len(a):
         m = rows_of(a, _on(a, pid, tid))
         n = len(m)
         parts.append(dict(start=a["start"].to_numpy()[m], end=a["end"].to_numpy()[m],
-                          name=a["name"].take(m).astype(str).to_numpy(),
-                          src=np.full(n, 2, np.int8),
-                          file=np.full(n, "", dtype=object), line=np.full(n, -1, np.int64),
-                          function=np.full(n, "", dtype=object), kind=np.full(n, "api", dtype=object)))
+                          name=_Text.categorical(a["name"], m), src=np.full(n, 2, np.int8),
+                          file=_Text.constant("", n), line=np.full(n, -1, np.int64),
+                          function=_Text.constant("", n), kind=_Text.constant("api", n)))
     if not parts:
         return None
-    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    out = {k: _Text.concat([p[k] for p in parts]) if isinstance(parts[0][k], _Text)
+           else np.concatenate([p[k] for p in parts]) for k in parts[0]}
     out["start"], out["end"] = out["start"].astype(np.int64), out["end"].astype(np.int64)
     return out
+
+
+class _Text:
+    """A text column of a thread's rows as codes into its distinct labels. The launching thread
+    of a 3 M-kernel export holds 7 M calls with a few dozen names: a string per row, then a hash
+    factorisation of the strings, cost about 0.5 s per column. Indexing gives the row's label,
+    as the object array of labels did (what `astype(str)` makes of each code, missing ones
+    included)."""
+
+    __slots__ = ("codes", "labels")
+
+    def __init__(self, codes: np.ndarray, labels: np.ndarray):
+        self.codes, self.labels = codes, labels
+
+    def __getitem__(self, rows):
+        return self.labels[self.codes[rows]]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> "_Text":
+        codes, labels = pd.factorize(values, use_na_sentinel=False)
+        return cls(codes.astype(np.int64), np.asarray(labels, dtype=object))
+
+    @classmethod
+    def constant(cls, value: str, n: int) -> "_Text":
+        return cls(np.zeros(n, np.int64), np.array([value], dtype=object))
+
+    @classmethod
+    def categorical(cls, column: pd.Series, rows: np.ndarray) -> "_Text":
+        cat = column.array
+        if not isinstance(cat, pd.Categorical):
+            return cls.of(column.astype(str).to_numpy()[rows])
+        k = len(cat.categories)
+        labels = pd.Categorical.from_codes(np.r_[np.arange(k), -1], cat.categories).astype(str)
+        codes = np.asarray(cat.codes)[rows].astype(np.int64)
+        return cls(np.where(codes >= 0, codes, k), np.asarray(labels, dtype=object))
+
+    @classmethod
+    def concat(cls, parts: list["_Text"]) -> "_Text":
+        """One column of the parts' rows; equal labels of different parts share one code."""
+        uniq, labels = pd.factorize(np.concatenate([p.labels for p in parts]), use_na_sentinel=False)
+        offsets = np.cumsum([0] + [len(p.labels) for p in parts])
+        codes = [uniq[o:][p.codes] for o, p in zip(offsets, parts)]
+        return cls(np.concatenate(codes).astype(np.int64), np.asarray(labels, dtype=object))
 
 
 def _on(df, pid, tid) -> np.ndarray:
@@ -428,7 +476,7 @@ def _categorise(rows: dict, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     n = len(parent)
     # names repeat: each distinct (source, name, file, kind) is classified once, and the rows
     # are mapped to it by codes (a Python step per row was 0.3 s per million rows)
-    text = {k: pd.factorize(rows[k], use_na_sentinel=False) for k in ("name", "file", "kind")}
+    text = {k: (rows[k].codes, rows[k].labels) for k in ("name", "file", "kind")}
     key, first = row_codes(rows["src"], *(text[k][0] for k in ("name", "file", "kind")))
     own = np.array([own_category(int(rows["src"][i]), rows["name"][i], rows["file"][i],
                                  rows["kind"][i]) for i in first.tolist()], dtype=object)[key]
