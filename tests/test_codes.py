@@ -88,3 +88,24 @@ def test_distinct_labels_and_their_mode_agree_with_pandas_on_random_labels():
         want = pd.Series(labels[rows], dtype=object).replace("", np.nan).dropna()
         got = mode_label(labels, rows)
         assert got == (want.mode().iat[0] if len(want) else None), (labels, rows)
+
+
+def test_coded_text_reads_as_the_object_array_of_its_labels():
+    """CodedText from a categorical (missing labels included), from strings and a constant,
+    joined: every row reads as the labels did, and equal labels share one code."""
+    import pandas as pd
+    from tracelint.timeline.codes import CodedText
+    rng = np.random.default_rng(3)
+    cats = ["cudaLaunchKernel", "cudaMemcpyAsync", "", "cudaStreamSynchronize"]
+    col = pd.Series(pd.Categorical.from_codes(rng.integers(-1, len(cats), 500), cats))
+    rows = rng.integers(0, 500, 300)
+    texts = np.array(rng.choice(["aten::mul", "cudaLaunchKernel", "step"], 120), dtype=object)
+    parts = [CodedText.categorical(col, rows), CodedText.of(texts), CodedText.constant("", 7)]
+    want = np.concatenate([col.take(rows).astype(str).to_numpy(), texts,
+                           np.full(7, "", dtype=object)])
+    got = CodedText.concat(parts)
+    assert len(got) == len(want)
+    assert [str(x) for x in got[np.arange(len(want))]] == [str(x) for x in want]
+    labels = [str(x) for x in got.labels]
+    assert len(labels) == len(set(labels))                 # one code per distinct label
+    assert int(np.asarray(pd.isna(got[np.arange(len(want))])).sum()) == int((col.take(rows).isna()).sum())

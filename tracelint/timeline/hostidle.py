@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from . import classify, intervals
-from .codes import row_codes
+from .codes import CodedText, row_codes
 from .nesting import nest
 
 CONTEXT = ("data_loading", "compilation", "gc", "logging")
@@ -348,81 +348,35 @@ def _thread_rows(tl, pid, tid, keep) -> dict | None:
         files = classify.labels_at(f["file"], m)
         func = classify.labels_at(f["function"], m)
         parts.append(dict(start=f["start"].to_numpy()[m], end=f["end"].to_numpy()[m],
-                          name=_Text.of(np.array([fn if ln < 0 else f"{fn} ({fl}:{ln})" for fn, fl, ln
+                          name=CodedText.of(np.array([fn if ln < 0 else f"{fn} ({fl}:{ln})" for fn, fl, ln
                                                   in zip(func, files, f["line"].to_numpy()[m])],
                                                  dtype=object)),
-                          src=np.zeros(len(m), np.int8), file=_Text.of(files),
-                          line=f["line"].to_numpy()[m], function=_Text.of(func),
-                          kind=_Text.constant("python", len(m))))
+                          src=np.zeros(len(m), np.int8), file=CodedText.of(files),
+                          line=f["line"].to_numpy()[m], function=CodedText.of(func),
+                          kind=CodedText.constant("python", len(m))))
     r = tl.ranges
     if len(r):
-        kind = _Text.categorical(r["kind"], np.arange(len(r)))
+        kind = CodedText.categorical(r["kind"], np.arange(len(r)))
         m = rows_of(r, _on(r, pid, tid) & np.isin(kind.labels, ("op", "annotation", "nvtx"))[kind.codes])
         n = len(m)
         parts.append(dict(start=r["start"].to_numpy()[m], end=r["end"].to_numpy()[m],
-                          name=_Text.categorical(r["name"], m), src=np.ones(n, np.int8),
-                          file=_Text.constant("", n), line=np.full(n, -1, np.int64),
-                          function=_Text.constant("", n), kind=_Text(kind.codes[m], kind.labels)))
+                          name=CodedText.categorical(r["name"], m), src=np.ones(n, np.int8),
+                          file=CodedText.constant("", n), line=np.full(n, -1, np.int64),
+                          function=CodedText.constant("", n), kind=CodedText(kind.codes[m], kind.labels)))
     a = tl.api_calls
     if len(a):
         m = rows_of(a, _on(a, pid, tid))
         n = len(m)
         parts.append(dict(start=a["start"].to_numpy()[m], end=a["end"].to_numpy()[m],
-                          name=_Text.categorical(a["name"], m), src=np.full(n, 2, np.int8),
-                          file=_Text.constant("", n), line=np.full(n, -1, np.int64),
-                          function=_Text.constant("", n), kind=_Text.constant("api", n)))
+                          name=CodedText.categorical(a["name"], m), src=np.full(n, 2, np.int8),
+                          file=CodedText.constant("", n), line=np.full(n, -1, np.int64),
+                          function=CodedText.constant("", n), kind=CodedText.constant("api", n)))
     if not parts:
         return None
-    out = {k: _Text.concat([p[k] for p in parts]) if isinstance(parts[0][k], _Text)
+    out = {k: CodedText.concat([p[k] for p in parts]) if isinstance(parts[0][k], CodedText)
            else np.concatenate([p[k] for p in parts]) for k in parts[0]}
     out["start"], out["end"] = out["start"].astype(np.int64), out["end"].astype(np.int64)
     return out
-
-
-class _Text:
-    """A text column of a thread's rows as codes into its distinct labels. The launching thread
-    of a 3 M-kernel export holds 7 M calls with a few dozen names: a string per row, then a hash
-    factorisation of the strings, cost about 0.5 s per column. Indexing gives the row's label,
-    as the object array of labels did (what `astype(str)` makes of each code, missing ones
-    included)."""
-
-    __slots__ = ("codes", "labels")
-
-    def __init__(self, codes: np.ndarray, labels: np.ndarray):
-        self.codes, self.labels = codes, labels
-
-    def __getitem__(self, rows):
-        return self.labels[self.codes[rows]]
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
-    @classmethod
-    def of(cls, values: np.ndarray) -> "_Text":
-        codes, labels = pd.factorize(values, use_na_sentinel=False)
-        return cls(codes.astype(np.int64), np.asarray(labels, dtype=object))
-
-    @classmethod
-    def constant(cls, value: str, n: int) -> "_Text":
-        return cls(np.zeros(n, np.int64), np.array([value], dtype=object))
-
-    @classmethod
-    def categorical(cls, column: pd.Series, rows: np.ndarray) -> "_Text":
-        cat = column.array
-        if not isinstance(cat, pd.Categorical):
-            return cls.of(column.astype(str).to_numpy()[rows])
-        k = len(cat.categories)
-        labels = pd.Categorical.from_codes(np.r_[np.arange(k), -1], cat.categories).astype(str)
-        codes = np.asarray(cat.codes)[rows].astype(np.int64)
-        return cls(np.where(codes >= 0, codes, k), np.asarray(labels, dtype=object))
-
-    @classmethod
-    def concat(cls, parts: list["_Text"]) -> "_Text":
-        """One column of the parts' rows; equal labels of different parts share one code."""
-        uniq, labels = pd.factorize(np.concatenate([p.labels for p in parts]), use_na_sentinel=False)
-        offsets = np.cumsum([0] + [len(p.labels) for p in parts])
-        codes = [uniq[o:][p.codes] for o, p in zip(offsets, parts)]
-        return cls(np.concatenate(codes).astype(np.int64), np.asarray(labels, dtype=object))
 
 
 def _on(df, pid, tid) -> np.ndarray:
