@@ -21,7 +21,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces" / "nsys"
-IMPORTS = ("import tracelint.cli.lint, tracelint.importers.nsys_sqlite, tracelint.engine.runner, "
+IMPORTS = ("from tracelint.cli import blas_threads; from tracelint import collector; "
+           "blas_threads.limit_to_one(); collector.pause_for_startup(); "   # as the command starts
+           "import tracelint.cli.lint, tracelint.importers.nsys_sqlite, tracelint.engine.runner, "
            "tracelint.api as a; a.available_rules()")
 
 
