@@ -347,22 +347,24 @@ def _thread_rows(tl, pid, tid, keep) -> dict | None:
         m = rows_of(f, _on(f, pid, tid))
         files = classify.labels_at(f["file"], m)
         func = classify.labels_at(f["function"], m)
+        names = np.array([fn if ln < 0 else f"{fn} ({fl}:{ln})"
+                          for fn, fl, ln in zip(func, files, f["line"].to_numpy()[m])], dtype=object)
         parts.append(dict(start=f["start"].to_numpy()[m], end=f["end"].to_numpy()[m],
-                          name=CodedText.of(np.array([fn if ln < 0 else f"{fn} ({fl}:{ln})" for fn, fl, ln
-                                                  in zip(func, files, f["line"].to_numpy()[m])],
-                                                 dtype=object)),
-                          src=np.zeros(len(m), np.int8), file=CodedText.of(files),
+                          name=CodedText.of(names), src=np.zeros(len(m), np.int8),
+                          file=CodedText.of(files),
                           line=f["line"].to_numpy()[m], function=CodedText.of(func),
                           kind=CodedText.constant("python", len(m))))
     r = tl.ranges
     if len(r):
         kind = CodedText.categorical(r["kind"], np.arange(len(r)))
-        m = rows_of(r, _on(r, pid, tid) & np.isin(kind.labels, ("op", "annotation", "nvtx"))[kind.codes])
+        owner = np.isin(kind.labels, ("op", "annotation", "nvtx"))[kind.codes]
+        m = rows_of(r, _on(r, pid, tid) & owner)
         n = len(m)
         parts.append(dict(start=r["start"].to_numpy()[m], end=r["end"].to_numpy()[m],
                           name=CodedText.categorical(r["name"], m), src=np.ones(n, np.int8),
                           file=CodedText.constant("", n), line=np.full(n, -1, np.int64),
-                          function=CodedText.constant("", n), kind=CodedText(kind.codes[m], kind.labels)))
+                          function=CodedText.constant("", n),
+                          kind=CodedText(kind.codes[m], kind.labels)))
     a = tl.api_calls
     if len(a):
         m = rows_of(a, _on(a, pid, tid))
