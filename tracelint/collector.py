@@ -8,7 +8,9 @@ Why:
   collections, 55-85 ms of CPU in a lint, 7 % of a small export's. The command's entry point
   pauses the collector from its start (`pause_for_startup`); the first trace load, or the first
   workers' fork, ends the pause and freezes what exists by then out of the collector's reach
-  (`gc.freeze`), so that later full collections skip it too. Nothing a load makes is frozen.
+  (`gc.freeze`), so that later full collections skip it too (until a parallel load's
+  `forking.frozen_heap` unfreezes the whole heap after its workers). Nothing a load makes is
+  frozen.
 - An importer makes millions of short-lived objects (decoded events, per-chunk lists) that
   form no reference cycles. Their allocation triggers collections that walk the whole heap
   (numpy, pandas, the rules) and free nothing: 320 collections (0.05 s) in a load of the
