@@ -175,6 +175,7 @@ class CudaGraphOpportunity(Rule):
         tl, opt = ctx.tl, self.options
         use = self._graph_use(ctx)
         c = self._candidates(ctx)
+        self._checked = (ctx, c)          # fix_edits reads the same regions (0.2 s to redo)
         for d in sorted(c["device"].unique()) if len(c) else []:
             cd = c[c["device"] == d]
             idle = int(cd["idle"].sum())
@@ -193,7 +194,8 @@ class CudaGraphOpportunity(Rule):
         if not finding.key.startswith("device"):
             return None, ("which launches a re-capture records is not in the trace, so the replay cannot "
                           "remove them; the capture and instantiation time is in the evidence")
-        c = self._candidates(ctx)
+        checked = getattr(self, "_checked", None)
+        c = checked[1] if checked is not None and checked[0] is ctx else self._candidates(ctx)
         c = c[c["device"] == finding.where.device] if len(c) else c
         if not len(c):
             return None, "no repeating region left"

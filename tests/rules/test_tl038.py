@@ -172,3 +172,27 @@ def test_real_launch_bound_training_step():
     f = _finding(lint(path, ONLY), "device1")
     assert f.metrics["region_kernels"].value == 5 * 3470
     assert f.metrics["region_idle_ns"].value == idle
+
+
+def test_fix_reuses_the_regions_that_check_found():
+    """fix_edits reads the candidate regions check() computed for the same context (not a
+    second pass over the kernels), and states the same edits as from regions found afresh."""
+    from conftest import TRACES, trace_or_skip
+    import tracelint
+    from tracelint.engine.context import Context
+    from tracelint.rules.tl038_cuda_graph_opportunity import CudaGraphOpportunity
+    tl = tracelint.load(trace_or_skip(TRACES / "torch" / "hta_v100_rank1of2.json.gz"))
+    ctx = Context(tl, Config(), None)
+    rule = CudaGraphOpportunity()
+    found = [f for f in rule.check(ctx) if f.key.startswith("device")]
+    assert found
+    fresh = CudaGraphOpportunity()
+    calls = []
+    real = CudaGraphOpportunity._candidates
+    rule._candidates = lambda c: calls.append(1) or real(rule, c)
+    edits, _ = rule.fix_edits(found[0], ctx)
+    assert calls == [] and edits
+    assert edits == fresh.fix_edits(found[0], ctx)[0]
+    other = Context(tl, Config(), None)           # another context: its own regions
+    rule.fix_edits(found[0], other)
+    assert calls == [1]
