@@ -11,7 +11,9 @@ whole-process wall seconds (interpreter start and imports included) and peak RSS
 With --workers N (default 2) a fourth row decodes the byte ranges in N processes
 (kineto_parallel; CPU then sums all processes, peak RSS is the largest one).
 Targets (issue 16): tracelint <= 0.35x json.load wall time on one core, >= 1.7x faster again
-with 2 processes than with 1, peak RSS <= 0.8x the file size.
+with 2 processes than with 1, peak RSS <= 0.8x the file size. After each round, the host's own
+ceiling for N processes (bench/host_parallel.py: the same perfectly parallel work alone and N
+copies at once) is measured and printed beside the speed-up.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from host_parallel import ceiling
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -87,10 +91,13 @@ def main() -> int:
     if a.workers > 1:
         runs[f"workers{a.workers}"] = []
     load_before = os.getloadavg()[0]
+    ceilings = []
     for i in range(a.runs):
         for mode in runs:
             runs[mode].append(measure(mode))
             print(f"run {i + 1} {mode}: {runs[mode][-1]}", flush=True)
+        if a.workers > 1:
+            ceilings.append(ceiling(a.workers)["speedup"])
     med = {m: {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "process")}
            for m, rs in runs.items()}
     rss = {m: max(r["rss_mb"] for r in rs) for m, rs in runs.items()}
@@ -119,6 +126,10 @@ def main() -> int:
         pairs = [x["wall"] / y["wall"] for x, y in zip(runs["tracelint"], runs[f"workers{a.workers}"])]
         print(f"\n1 process / {a.workers} processes, call wall, run by run (same run): "
               + ", ".join(f"{p:.2f}x" for p in pairs) + f"; median {statistics.median(pairs):.2f}x")
+        print(f"host ceiling for {a.workers} processes after each round (host_parallel.py): "
+              + ", ".join(f"{c:.2f}x" for c in ceilings)
+              + f"; median {statistics.median(ceilings):.2f}x; speed-up / ceiling, run by run: "
+              + ", ".join(f"{p / c:.2f}" for p, c in zip(pairs, ceilings)))
     checks = [("load <= 0.35x json.load", ratio <= 0.35, f"{ratio:.2f}x"),
               ("peak RSS <= 0.8x file", rss["tracelint"] <= 0.8 * size_mb,
                f"{rss['tracelint'] / size_mb:.2f}x")]
