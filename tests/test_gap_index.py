@@ -1,11 +1,25 @@
 """gap_index answers per gap what the masks over whole tables answered: the same rows in the
-same order (brute force over random intervals, keys that collide and nest)."""
+same order (brute force over random intervals, keys that collide and nest); and all gaps at
+once what the loop over gaps it replaced answered one at a time (tests/gap_oracle.py), on
+every device of every real trace and on random timelines."""
 from __future__ import annotations
+
+import bisect
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
+from conftest import ALL_TRACES, needs_shared
 
-from tracelint.timeline.gap_index import GapIndex, Overlaps
+import tracelint
+from tracelint.engine.context import Context
+from tracelint.timeline import gap_index, gaps
+from tracelint.timeline.gap_index import CAUSES, GapIndex, Overlaps
+
+sys.path.insert(0, str(Path(__file__).parent))
+import gap_oracle  # noqa: E402
 
 
 def test_overlaps_equal_brute_force():
@@ -61,3 +75,131 @@ def test_waited_equals_the_masks():
         assert got == brute(p, li, t0, t1)
         seen.add(got)
     assert seen == {True, False}
+
+
+def _oracle(index: GapIndex, gs, ge, d_start, a_end, is_graph):
+    """The loop over gaps that GapIndex.attribute replaced, on the same index."""
+    n = len(gs)
+    causes = np.zeros((n, len(CAUSES)), np.int64)
+    nxt_pos, launch, blocker = (np.full(n, -1, np.int64) for _ in range(3))
+    w = index.gpu_waits
+    args = [np.asarray(gs, np.int64), np.asarray(ge, np.int64),
+            np.searchsorted(d_start, ge, side="left"), d_start, index.d_stream, index.d_launch,
+            index.a_start, np.asarray(a_end, np.int64), index.thread, is_graph,
+            *index.blocking.arrays(), *index.any_blocking.arrays()[3:],
+            w.keys, w.first, w.stop, w.start, w.end, w.cummax, *index.l_groups, index.linked,
+            *index.s_groups, index.s_start]
+    gap_oracle.attribute_gaps(*[a.tolist() if isinstance(a, np.ndarray) else a for a in args],
+                              causes, nxt_pos, launch, blocker)
+    return causes, nxt_pos, launch, blocker
+
+
+def _random_timeline(seed: int):
+    """A device's activity on a few streams, each launched by a call a little before it (some
+    activity unlinked), more API calls on a few threads (blocking calls, stream waits), GPU
+    stream waits, and gaps: most ending where an activity starts, some anywhere."""
+    rng = np.random.default_rng(seed)
+    nd, extra = int(rng.integers(1, 200)), int(rng.integers(0, 200))
+    d_start = np.sort(rng.integers(0, 50_000, nd))
+    d_stream = rng.integers(7, 10, nd)
+    launch_start = d_start - rng.integers(0, 3_000, nd)
+    a_start = np.r_[launch_start, rng.integers(0, 50_000, extra)]
+    order = np.argsort(a_start, kind="stable")
+    a_start = a_start[order]
+    na = len(a_start)
+    a_end = a_start + rng.integers(0, 2_000, na)          # long calls cover many gaps
+    a_pid, a_tid = rng.integers(1, 3, na), rng.integers(10, 13, na)
+    call_of = np.empty(na, np.int64)
+    call_of[order] = np.arange(na)
+    d_launch = np.where(rng.random(nd) < 0.85, call_of[:nd], -1)
+    waits = np.flatnonzero(rng.random(na) < 0.1)
+    m = int(rng.integers(0, 30))
+    ws = np.sort(rng.integers(0, 50_000, m))
+    gpu_waits = pd.DataFrame({"stream": rng.integers(7, 10, m), "start": ws,
+                              "end": ws + rng.integers(0, 400, m)})
+    index = GapIndex(d_stream, d_launch, a_start, a_end, a_pid, a_tid, rng.random(na) < 0.4,
+                     waits, gpu_waits)
+    k = int(rng.integers(0, 120))
+    ge = np.where(rng.random(k) < 0.8, d_start[rng.integers(0, nd, k)],
+                  rng.integers(-100, 52_500, k))
+    gs = ge - rng.integers(0, 4_000, k)
+    return index, gs, ge, d_start, a_end, rng.random(na) < 0.2
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_attribute_equals_the_loop_on_random_timelines(seed):
+    index, gs, ge, d_start, a_end, is_graph = _random_timeline(seed)
+    got = index.attribute(gs, ge, d_start, a_end, is_graph)
+    want = _oracle(index, gs, ge, d_start, a_end, is_graph)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_random_timelines_reach_every_cause():
+    """The random timelines above are not all one case: every cause has ns somewhere, and
+    some gaps have a blocking call."""
+    total = np.zeros(len(CAUSES), np.int64)
+    blockers = 0
+    for seed in range(60):
+        index, gs, ge, d_start, a_end, is_graph = _random_timeline(seed)
+        causes, _, _, blocker = index.attribute(gs, ge, d_start, a_end, is_graph)
+        total += causes.sum(axis=0)
+        blockers += int((blocker >= 0).sum())
+    assert (total > 0).all(), dict(zip(CAUSES, total.tolist()))
+    assert blockers > 0
+
+
+def test_expansion_in_chunks_gives_the_same_sums(monkeypatch):
+    """Candidate rows laid out a few at a time (EXPAND_CHUNK) give what one layout gives."""
+    index, gs, ge, d_start, a_end, is_graph = _random_timeline(5)
+    whole = index.attribute(gs, ge, d_start, a_end, is_graph)
+    monkeypatch.setattr(gap_index, "EXPAND_CHUNK", 3)
+    for a, b in zip(whole, index.attribute(gs, ge, d_start, a_end, is_graph)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bisect_each_equals_bisect():
+    """On sorted runs with repeats, every bound and sub-range, both sides."""
+    rng = np.random.default_rng(11)
+    a = np.sort(rng.integers(0, 50, 200))
+    x = rng.integers(-5, 55, 3000)
+    lo = rng.integers(0, 201, 3000)
+    hi = lo + (rng.random(3000) * (201 - lo)).astype(np.int64)
+    for right, ref in ((False, bisect.bisect_left), (True, bisect.bisect_right)):
+        want = [ref(a, int(v), int(a0), int(b0)) for v, a0, b0 in zip(x, lo, hi)]
+        assert gap_index.bisect_each(a, x, lo, hi, right=right).tolist() == want
+
+
+@needs_shared()
+@pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[:40])
+def test_attribute_equals_the_loop_on_real_traces(path):
+    """TL001's per-gap causes (timeline.gaps.attribute's index) on every idle gap of every
+    device, and the time after the last activity."""
+    tl = tracelint.load(path)
+    if not tl.has_gpu_activity:
+        pytest.skip("no GPU activity")
+    ctx = Context(tl)
+    block = gaps.blocking_rows(ctx)
+    seen = 0
+    for device in tl.devices_in_use():
+        bs, be = tl.busy_intervals(device)
+        keep = bs[1:] > be[:-1]
+        gs, ge = np.r_[be[:-1][keep], be[-1]], np.r_[bs[1:][keep], be[-1] + 10**9]
+        captured = {}
+        real = GapIndex.attribute
+
+        def spy(self, *a, **k):
+            captured["index"], captured["args"] = self, a
+            return real(self, *a, **k)
+        GapIndex.attribute = spy
+        try:
+            frame = gaps.attribute(ctx, device, gs, ge, block)
+        finally:
+            GapIndex.attribute = real
+        got = real(captured["index"], *captured["args"])
+        want = _oracle(captured["index"], *captured["args"])
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        assert frame[list(gaps.CAUSES)].to_numpy().sum() == (ge - gs).sum()
+        seen += len(gs)
+    assert seen

@@ -62,7 +62,7 @@ def test_calls_inside_equals_the_scan(seed):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_gap_covered_equals_merge_and_overlap(seed):
-    from tracelint.timeline.gap_index import _covered
+    from tracelint.timeline.gap_index import covered_each
     from tracelint.timeline.intervals import merge, overlap_each
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 8))
@@ -72,8 +72,9 @@ def test_gap_covered_equals_merge_and_overlap(seed):
     hi = lo + int(rng.integers(0, 40))
     bs, be = merge(s, e)
     want = int(overlap_each(np.array([lo]), np.array([hi]), bs, be)[0]) if len(bs) else 0
-    order = np.argsort(s, kind="stable")              # the gap loop's rows: sorted by start
-    assert _covered(s[order].tolist(), e[order].tolist(), 0, n, lo, hi) == want
+    order = np.argsort(s, kind="stable")              # the gap index's rows: sorted by start
+    got = covered_each(s[order], e[order], *(np.array([v], np.int64) for v in (0, n, lo, hi)))
+    assert got[0] == want
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -1,17 +1,14 @@
 """Compiled loops (tracelint.jit): the compiled path of a loop (the replay, the critical path's
-walk, TL001's gap attribution) gives exactly what its plain Python path gives, on real traces,
+walk) gives exactly what its plain Python path gives, on real traces,
 on a job with matched collectives and on random inputs; without numba the plain path runs."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from conftest import TRACES, needs_shared
 
 import tracelint
 from tracelint import jit
-from tracelint.engine.context import Context
-from tracelint.timeline import gap_index, gaps
 from tracelint.whatif import sweep as sweep_mod
 from tracelint.whatif.critical_path import critical_path
 from tracelint.whatif.edits import EditSet, RemoveSync
@@ -54,41 +51,6 @@ def test_compiled_replay_equals_plain(name, monkeypatch):
         for a in ("start", "end", "cls", "item"):
             np.testing.assert_array_equal(getattr(paths[0], a), getattr(paths[1], a))
         assert paths[0].length_ns == plain.work_span_ns
-
-
-@needs_shared()
-@pytest.mark.parametrize("name", [*REAL, "torch/hta_nccl_a100_rank0of2.json.gz"],
-                         ids=lambda n: n.split("/")[-1][:30])
-def test_compiled_gap_attribution_equals_plain(name, monkeypatch):
-    """TL001's per-gap causes (timeline.gaps.attribute) on every idle gap of every device."""
-    path = TRACES / name
-    if not path.exists():
-        pytest.skip(f"{name} not present")
-    tl = tracelint.load(path)
-    ctx = Context(tl)
-    block = gaps.blocking_rows(ctx)
-    for device in tl.devices_in_use():
-        bs, be = tl.busy_intervals(device)
-        keep = bs[1:] > be[:-1]     # every idle gap, and the time after the last activity
-        gs, ge = np.r_[be[:-1][keep], be[-1]], np.r_[bs[1:][keep], be[-1] + 10**9]
-        plain, compiled = _both(monkeypatch, lambda d=device, s=gs, e=ge: gaps.attribute(ctx, d, s, e, block))
-        pd.testing.assert_frame_equal(plain, compiled)
-        assert plain[list(gaps.CAUSES)].to_numpy().sum() == (ge - gs).sum()
-        assert plain["no_launch"].iat[-1] == 10**9
-
-
-def test_binary_searches_equal_bisect():
-    """The searches the compiled gap loop uses in place of bisect (C), on sorted runs with
-    repeats, every bound and sub-range."""
-    import bisect
-    rng = np.random.default_rng(11)
-    a = np.sort(rng.integers(0, 50, 200))
-    for _ in range(2000):
-        x = int(rng.integers(-5, 55))
-        lo = int(rng.integers(0, 201))
-        hi = int(rng.integers(lo, 201))
-        assert gap_index._bisect_left(a, x, lo, hi) == bisect.bisect_left(a, x, lo, hi)
-        assert gap_index._bisect_right(a, x, lo, hi) == bisect.bisect_right(a, x, lo, hi)
 
 
 def test_some_real_graph_has_extra_waits():
