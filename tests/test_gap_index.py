@@ -203,3 +203,26 @@ def test_attribute_equals_the_loop_on_real_traces(path):
         assert frame[list(gaps.CAUSES)].to_numpy().sum() == (ge - gs).sum()
         seen += len(gs)
     assert seen
+
+
+def test_attribute_without_calls_waits_or_gaps():
+    """No API calls at all (every gap unlinked), calls but no blocking call or stream wait,
+    and no gaps: the same answers as the loop, and arrays of the right length."""
+    e = np.zeros(0, np.int64)
+    no_waits = pd.DataFrame({"stream": e, "start": e, "end": e})
+    d_start, d_stream = np.array([10, 20, 30]), np.array([1, 1, 2])
+    a_start = np.array([5, 15, 25])
+    cases = [
+        (GapIndex(d_stream, np.full(3, -1), e, e, e, e, np.zeros(0, bool), e, no_waits), e),
+        (GapIndex(d_stream, np.arange(3), a_start, a_start + 2, np.ones(3, int), np.ones(3, int),
+                  np.zeros(3, bool), e, no_waits), a_start + 2),
+    ]
+    for index, a_end in cases:
+        is_graph = np.zeros(len(a_end), bool)
+        for gs, ge in ((np.array([0, 12, 22, 40]), np.array([10, 20, 30, 50])), (e, e)):
+            got = index.attribute(gs, ge, d_start, a_end, is_graph)
+            want = _oracle(index, gs, ge, d_start, a_end, is_graph)
+            assert [len(g) for g in got] == [len(gs)] * 4
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+            assert got[0].sum() == (ge - gs).sum()
