@@ -72,11 +72,12 @@ def _groups(ctx, graphs: list[RunGraph]) -> list[list[tuple[int, int]]]:
     c = ctx.collectives
     if not len(ctx.matched) or not len(c):
         return []
-    lookup = []
-    for g in graphs:
-        lookup.append({(int(d), int(st), int(t)): i for i, (d, st, t) in
-                       enumerate(zip(g.g_device, g.g_stream, g.g_start))})
     m = c[c["key"].isin(ctx.matched["key"])]
+    lookup = []          # only the ops starting when a matched call does: not a key per op
+    for g in graphs:
+        at = np.flatnonzero(np.isin(g.g_start, m["start"].to_numpy()))
+        lookup.append({(int(g.g_device[i]), int(g.g_stream[i]), int(g.g_start[i])): int(i)
+                       for i in at})
     groups: dict[str, list] = {}
     for key, rank, dev, st, t in zip(m["key"], m["rank"], m["device"], m["stream"], m["start"]):
         i = pos[int(rank)]
