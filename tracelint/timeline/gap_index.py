@@ -31,6 +31,7 @@ EXPAND_CHUNK = 1 << 22
 
 
 def _one(v: int) -> np.ndarray:
+    """One query as the arrays the searches below take."""
     return np.array([v], np.int64)
 
 
@@ -57,10 +58,12 @@ def bisect_each(a: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray,
 
 def _spans(keys: np.ndarray, first: np.ndarray, stop: np.ndarray, key: np.ndarray):
     """[first, stop) of each key's rows in a table grouped by key ((0, 0): none)."""
-    k = np.searchsorted(keys, key)
-    kc = np.minimum(k, max(len(keys) - 1, 0))
-    hit = (k < len(keys)) & (keys[kc] == key) if len(keys) else np.zeros(len(key), bool)
-    return np.where(hit, first[kc] if len(keys) else 0, 0), np.where(hit, stop[kc] if len(keys) else 0, 0)
+    key = np.asarray(key)
+    if len(keys) == 0:
+        return np.zeros(len(key), np.int64), np.zeros(len(key), np.int64)
+    k = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+    hit = keys[k] == key
+    return np.where(hit, first[k], 0), np.where(hit, stop[k], 0)
 
 
 def _candidates(keys, first, stop, start, cummax, key, lo, hi):
@@ -77,8 +80,8 @@ def _expanded(i: np.ndarray, j: np.ndarray):
     ends = np.cumsum(n)
     q0 = 0
     while q0 < len(n):
-        q1 = max(int(np.searchsorted(ends, (ends[q0 - 1] if q0 else 0) + EXPAND_CHUNK)), q0 + 1)
-        q1 = min(q1, len(n))
+        done = int(ends[q0 - 1]) if q0 else 0          # rows laid out before query q0
+        q1 = min(max(int(np.searchsorted(ends, done + EXPAND_CHUNK, side="right")), q0 + 1), len(n))
         cnt = n[q0:q1]
         query = np.repeat(np.arange(q0, q1), cnt)
         first = np.cumsum(cnt) - cnt
@@ -138,8 +141,10 @@ def waited_each(p, li, t0, t1, d_stream, d_launch, a_start, a_thread, w_keys, w_
     if len(s_start) == 0:
         return out
     a, b = _spans(l_keys, l_first, l_stop, stream)
-    k = bisect_each(linked, p, a, b) - 1
-    prev = np.where(k >= a, a_start[d_launch[linked[np.maximum(k, 0)]]] if len(linked) else -1, -1)
+    k = bisect_each(linked, p, a, b) - 1              # the stream's previous linked activity
+    prev = np.full(len(k), -1, np.int64)              # its launch call's start, -1 when none
+    has = k >= a
+    prev[has] = a_start[d_launch[linked[k[has]]]]
     a, b = _spans(s_keys, s_first, s_stop, a_thread[li])
     return out | (bisect_each(s_start, a_start[li], a, b, right=True) > bisect_each(s_start, prev, a, b))
 
