@@ -251,14 +251,16 @@ class GapIndex:
         g, li = g[li >= 0], li[li >= 0]
         launch[g] = li
         lo, hi = gs[g], ge[g]
-        t_launch = np.clip(self.a_start[li], lo, hi)
+        t_launch = self.a_start[li]                  # within [lo, hi], lo first if inverted
+        t_launch = np.where(t_launch < lo, lo, np.minimum(t_launch, hi))
         b = self.blocking
         i, j = _candidates(b.keys, b.first, b.stop, b.start, b.cummax, self.thread[li], lo, t_launch)
         blocked = covered_each(b.start, b.end, i, j, lo, t_launch)
         causes[g, BLOCKED] = blocked
         causes[g, LATE] = t_launch - lo - blocked
         blocker[g] = longest_each(b.rows, b.start, b.end, i, j, lo, t_launch)
-        t_ret = np.minimum(np.maximum(np.asarray(a_end, np.int64)[li], t_launch), hi)
+        t_ret = np.asarray(a_end, np.int64)[li]      # within [t_launch, hi], the same way
+        t_ret = np.where(t_ret < t_launch, t_launch, np.minimum(t_ret, hi))
         causes[g, LAUNCH_CALL] = t_ret - t_launch
         queued = hi - t_ret
         waits = queued > 0
