@@ -155,7 +155,7 @@ def trace_context(timeline) -> dict[str, str]:
     if timeline is None:
         return {}
     names: list[str] = []
-    for table in ("ranges", "kernels", "api_calls"):
+    for table in ("api_calls", "kernels", "ranges"):   # the names that say the vendor first
         df = timeline.table(table)
         if len(df) and "name" in df:
             col = df["name"]
