@@ -233,7 +233,7 @@ def name_mask(values: pd.Series | pd.Categorical, fn) -> np.ndarray:
     cat = values.array if isinstance(values, pd.Series) else values
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(cat)
-    hit = np.array([bool(fn(str(c))) for c in cat.categories] + [False], dtype=bool)
+    hit = np.array([bool(fn(str(c))) for c in cat.categories.tolist()] + [False], dtype=bool)
     return hit[cat.codes]
 
 
@@ -241,11 +241,13 @@ def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categoric
     """Apply fn to each distinct category of a categorical, mapping codes back vectorised; the
     result has only the labels that occur. Those are found by counting the codes, not with
     remove_unused_categories, which sorts every row's code (2.4 s at 23 M API calls, 0.17 s
-    counted)."""
+    counted). The helpers here read the categories as a list (`tolist`): iterating a pandas
+    Index of strings boxes each one through pandas, 8x slower (16,600 NVTX names: 10 ms
+    against 1.2 ms, once per rule that classifies them)."""
     cat = values.array if isinstance(values, pd.Series) else values
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(cat)
-    labels = np.array([fn(str(c)) for c in cat.categories], dtype=object)
+    labels = np.array([fn(str(c)) for c in cat.categories.tolist()], dtype=object)
     if len(labels) == 0:
         return pd.Categorical(np.array([], dtype=object))
     uniq, inv = np.unique(labels, return_inverse=True)      # per category, not per row
@@ -265,7 +267,7 @@ def label_mask(values: pd.Series | pd.Categorical, pred, missing: bool = False) 
     cat = values.array if isinstance(values, pd.Series) else values
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(cat)
-    hit = np.array([bool(pred(c)) for c in cat.categories] + [missing], dtype=bool)
+    hit = np.array([bool(pred(c)) for c in cat.categories.tolist()] + [missing], dtype=bool)
     codes = np.asarray(cat.codes)
     return hit[np.where(codes >= 0, codes, len(hit) - 1)]
 
@@ -277,7 +279,7 @@ def labels_at(values: pd.Series | pd.Categorical, rows) -> np.ndarray:
     cat = values.array if isinstance(values, pd.Series) else values
     if not isinstance(cat, pd.Categorical):
         return pd.Series(np.asarray(cat, dtype=object)[rows], dtype=object).astype(str).to_numpy()
-    labels = np.array([str(c) for c in cat.categories] + [np.nan], dtype=object)
+    labels = np.array([str(c) for c in cat.categories.tolist()] + [np.nan], dtype=object)
     codes = np.asarray(cat.codes)[rows]
     return labels[np.where(codes >= 0, codes, len(labels) - 1)]
 
@@ -290,7 +292,7 @@ class RowLabels:
         cat = values.array if isinstance(values, pd.Series) else values
         if not isinstance(cat, pd.Categorical):
             cat = pd.Categorical(np.asarray(cat, dtype=object))
-        self.labels = [str(c) for c in cat.categories] + ["nan"]
+        self.labels = [str(c) for c in cat.categories.tolist()] + ["nan"]
         self.codes = memoryview(np.where(np.asarray(cat.codes) >= 0, np.asarray(cat.codes),
                                          len(self.labels) - 1).astype(np.int64))
 
