@@ -311,7 +311,7 @@ def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if len(f) == 0:
         return none
     fcat = pd.Categorical(f["file"].astype(str))
-    user = np.array([not classify.is_library_code(c) for c in fcat.categories], dtype=bool)
+    user = np.array([not classify.is_library_code(c) for c in fcat.categories.tolist()], dtype=bool)
     keep = user[fcat.codes] if len(user) else np.zeros(len(f), bool)
     keep &= (f["end"] > f["start"]).to_numpy()  # zero-length frames enclose nothing
     fu = f[keep]
@@ -342,7 +342,7 @@ def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     if len(r) == 0:
         return nothing + nothing
     cat = pd.Categorical(r["name"].astype(str))
-    raw = [str(c) for c in cat.categories]
+    raw = [str(c) for c in cat.categories.tolist()]
     emit = [classify.emit_nvtx_op(c) for c in raw]
     norm = np.array([op if op is not None else c for op, c in zip(emit, raw)] + [""], dtype=object)
     emitted = np.array([op is not None for op in emit] + [False], dtype=bool)

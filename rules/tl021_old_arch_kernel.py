@@ -66,7 +66,7 @@ class OldArchKernel(Rule):
     def check(self, ctx):
         tl, opt = ctx.tl, self.options
         k = tl.kernels
-        cats = [str(c) for c in k["name"].cat.categories]
+        cats = [str(c) for c in k["name"].cat.categories.tolist()]
         arch = [arch_of(n) if is_tensor_op_kernel(n) else None for n in cats]
         if not any(arch):
             return

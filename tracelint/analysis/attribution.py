@@ -66,7 +66,7 @@ def _kernel_keys(df: pd.DataFrame) -> np.ndarray:
     cat = df["name"].array
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(cat)
-    keys = np.array([normalise_kernel_name(c) for c in cat.categories] + ["?"], dtype=object)
+    keys = np.array([normalise_kernel_name(c) for c in cat.categories.tolist()] + ["?"], dtype=object)
     codes = np.asarray(cat.codes)
     return keys[np.where(codes >= 0, codes, len(keys) - 1)]
 

@@ -161,7 +161,7 @@ class _Ranges:
         cat = r["name"].array if self.n else pd.Categorical([])
         if not isinstance(cat, pd.Categorical):
             cat = pd.Categorical(cat)
-        self.categories = [str(c) for c in cat.categories]
+        self.categories = [str(c) for c in cat.categories.tolist()]
         self.codes = np.asarray(cat.codes, dtype=np.int64)
 
     def name(self, i: int) -> str:
@@ -392,7 +392,7 @@ def _kernels(tl: Timeline) -> dict[str, KernelGroup]:
     cat = k["name"].array
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(cat)
-    exact = np.array([exact_kernel_name(c) for c in cat.categories] + ["?"], dtype=object)
+    exact = np.array([exact_kernel_name(c) for c in cat.categories.tolist()] + ["?"], dtype=object)
     codes = np.asarray(cat.codes)
     # sort integer codes, not a fixed-width unicode array (kernels x longest name x 4 bytes)
     uniq = sorted({str(x) for x in exact})

@@ -56,7 +56,7 @@ def kernel_calls(tl: Timeline, since_ns: int | None = None) -> dict[str, dict[st
     if not keep.any():
         return {}
     cat = pd.Categorical(k["name"].array)
-    exact = np.array([exact_kernel_name(c) for c in cat.categories] + ["?"], dtype=object)
+    exact = np.array([exact_kernel_name(c) for c in cat.categories.tolist()] + ["?"], dtype=object)
     codes = np.asarray(cat.codes)
     df = pd.DataFrame({"name": np.where(codes >= 0, codes, len(exact) - 1),
                        **{d: k[d].to_numpy() if d in k else -1 for d in _DIMS},

@@ -101,7 +101,7 @@ def _api_link(api: pd.DataFrame) -> Callable[[np.ndarray], tuple[np.ndarray, np.
     index = index[first]
     pid = api["pid"].to_numpy()[keep][first]
     names = api["name"].cat
-    graph = np.array(["GraphLaunch" in str(s) for s in names.categories] + [False], bool)
+    graph = np.array(["GraphLaunch" in str(s) for s in names.categories.tolist()] + [False], bool)
     graph = graph[names.codes.to_numpy()][keep][first]
 
     def link(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

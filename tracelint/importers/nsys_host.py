@@ -64,7 +64,7 @@ def read_ranges(db: Db, meta: Meta) -> pd.DataFrame:
     rowid, etype = d.pop("rowid"), d.pop("type")
     d["pid"], d["tid"] = pid_tid(d.pop("gtid"))
     d["name"] = name = pd.Categorical(_nvtx_labels(db, where, rowid, d.pop("text_id")))
-    step_of = np.array([_step_number(str(c)) for c in name.categories] + [-1], dtype=np.int64)
+    step_of = np.array([_step_number(str(c)) for c in name.categories.tolist()] + [-1], dtype=np.int64)
     d["step"] = step = step_of[name.codes]
     d["kind"] = pd.Categorical(np.where(step >= 0, "step", "nvtx"), categories=["nvtx", "step"])
     # Start/end ranges may cross push/pop ranges (and threads): they nest only among themselves.

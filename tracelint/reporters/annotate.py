@@ -46,7 +46,7 @@ def us_text(ns: np.ndarray) -> list[str]:
 def _names(col: pd.Series) -> list[str]:
     """JSON-encoded name per row, encoding each distinct name once (names are categoricals)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        enc = [json.dumps(str(c)) for c in col.cat.categories] + ['""']
+        enc = [json.dumps(str(c)) for c in col.cat.categories.tolist()] + ['""']
         codes = col.cat.codes.to_numpy()
         return [enc[c] for c in np.where(codes < 0, len(enc) - 1, codes).tolist()]
     return [json.dumps("" if v is None else str(v)) for v in col.tolist()]

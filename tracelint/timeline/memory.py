@@ -59,7 +59,7 @@ def _innermost_names(ranges: pd.DataFrame, pid, tid, ts) -> tuple[np.ndarray, li
     rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
     owner = r["kind"].isin(_OWNER_KINDS).to_numpy() & (re_ >= rs)
     cat = pd.Categorical(r["name"].array)      # each distinct name parsed once
-    short = [m.group(1) if (m := _EMIT_NVTX.match(n)) else n for n in cat.categories.astype(str)]
+    short = [m.group(1) if (m := _EMIT_NVTX.match(n)) else n for n in cat.categories.astype(str).tolist()]
     short.append("")                           # no name (code -1) and no enclosing range
     code = np.arange(len(short))[np.asarray(cat.codes)]
     out = np.full(n, len(short) - 1, np.int64)

@@ -209,7 +209,7 @@ class _Vocab:
     def codes(self, values: pd.Categorical, fn=str, missing: int = -1):
         """A function from rows of `values` to the code of fn(label) of each, decided once per
         category (the path is labelled a slice at a time); `missing` where a row has no label."""
-        lut = np.array([self.of(fn(str(c))) for c in values.categories] + [missing], np.int32)
+        lut = np.array([self.of(fn(str(c))) for c in values.categories.tolist()] + [missing], np.int32)
         codes = np.asarray(values.codes)
 
         def of_rows(rows: np.ndarray) -> np.ndarray:
