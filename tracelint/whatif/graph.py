@@ -115,6 +115,13 @@ class RunGraph:
     def n_gpu(self) -> int:
         return len(self.g_start)
 
+    @cached_property
+    def h_chains(self) -> np.ndarray:
+        """Host items by thread, each thread in time order: the runs of calls that the replay
+        sums instead of visiting one by one (sweep._runs)."""
+        return _read_only(np.argsort(self.h_thread, kind="stable").astype(
+            index_dtype(self.n_host), copy=False))
+
 
 def _read_only(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)

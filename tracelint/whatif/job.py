@@ -164,6 +164,11 @@ class JobGraph:
         drop[nh:2 * nh] = m["h_target"] < 0
         return order[~drop[order]]
 
+    def _chains(self) -> np.ndarray:
+        """Every rank's host items by thread then time (RunGraph.h_chains), in merged ids."""
+        parts = [g.h_chains.astype(np.int64) + b for g, b in zip(self.graphs, self.h_base[:-1])]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
     def run(self, plans: list[Plan] | None = None) -> JobRun:
         """Replay every rank together (plans: one per rank, the graphs' own when None)."""
         plans = plans or [Plan.of(g) for g in self.graphs]
@@ -173,7 +178,8 @@ class JobGraph:
                                                     "h_dur", "h_target", "h_ret")),
                                tuple(m[k] for k in ("g_launch", "g_lat", "g_spred", "g_qgap",
                                                     "g_xpred", "g_xgap", "g_dur", "g_floor")),
-                               m["h_extra"], self.ng, (self.members, self.t_after))
+                               m["h_extra"], self.ng, (self.members, self.t_after),
+                               chains=self._chains())
         out = []
         for r, (g, p, o) in enumerate(zip(self.graphs, plans, self.offsets)):
             a, b = int(self.h_base[r]), int(self.h_base[r + 1])

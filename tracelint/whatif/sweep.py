@@ -6,6 +6,9 @@ Events: a host item's start (ev < nh), a blocking call's end (< 2 nh), a GPU op 
 and, in a job replay, a matched collective call whose members end together after the last
 arrival (whatif/job.py). The loop is written once, in the subset numba compiles: a big replay
 runs compiled (tracelint.jit), a small one as plain Python over memoryviews.
+
+The loop visits only the host items that need it (_runs): a run of calls made one after
+another on a thread is a cumulative sum from its first call, filled in after the loop.
 """
 from __future__ import annotations
 
@@ -18,27 +21,20 @@ from ..jit import Loop
 COMPILE_FROM = 1_000_000
 
 
-def _pass(order, h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, x_host, x_ptr, x_gpu,
-          g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor,
-          c_ptr, c_gpu, c_after, hs, he, gs, ge):
-    """Fill hs, he, gs, ge in place. x_*: a blocking call's extra GPU ops it waits for (host
-    indices sorted, CSR); c_*: each collective's member ops and their transfer times (CSR)."""
-    nh = len(hs)
+def _pass(order, h_src, h_soff, h_tgt, h_ret, x_host, x_ptr, x_gpu, g_src, g_soff, g_spred,
+          g_qgap, g_xpred, g_xgap, g_dur, c_ptr, c_gpu, c_after, t, gs, ge):
+    """Fill t (host starts [0, nh), blocking calls' ends [nh, 2 nh), a zero at 2 nh), gs and ge
+    in place. A host item starts at t[h_src] + h_soff, a GPU op no earlier than t[g_src] +
+    g_soff (its launch, folded the same way; see _runs). x_*: a blocking call's extra GPU ops
+    it waits for (host indices sorted, CSR); c_*: each collective's member ops and their
+    transfer times (CSR)."""
+    nh = (len(t) - 1) // 2
     n2 = 2 * nh
     n3 = n2 + len(gs)
     nx = len(x_host)
     for ev in order:
         if ev < nh:
-            q = h_prev[ev]
-            if q < 0:
-                s = h_anchor[ev]
-            elif h_inside[ev]:
-                s = hs[q] + h_gap[ev]
-            else:
-                s = he[q] + h_gap[ev]
-            hs[ev] = s
-            if h_tgt[ev] < 0:
-                he[ev] = s + h_dur[ev]
+            t[ev] = t[h_src[ev]] + h_soff[ev]
         elif ev < n2:
             i = ev - nh
             r = h_ret[i]
@@ -55,12 +51,11 @@ def _pass(order, h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, x_host,
                     for k in range(x_ptr[lo], x_ptr[lo + 1]):
                         if ge[x_gpu[k]] + r > e:
                             e = ge[x_gpu[k]] + r
-            s = hs[i] + r
-            he[i] = e if e > s else s
+            s = t[i] + r
+            t[ev] = e if e > s else s
         elif ev < n3:
             j = ev - n2
-            q = g_launch[j]
-            s = hs[q] + g_lat[j] if q >= 0 else g_floor[j]
+            s = t[g_src[j]] + g_soff[j]
             q = g_spred[j]
             if q >= 0 and ge[q] + g_qgap[j] > s:
                 s = ge[q] + g_qgap[j]
@@ -104,16 +99,65 @@ def _ints(a) -> np.ndarray:
     return np.ascontiguousarray(a) if a.dtype in (np.int32, np.int64) else _i64(a)
 
 
+def _runs(chains, h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt):
+    """(src, soff, looped): every host item's start as t[src] + soff, and which items the loop
+    visits.
+
+    Why: most host items are calls made one after another on a thread, none of them blocking,
+    so each starts a fixed time after the one before (its duration plus the gap). Such a run
+    is one cumulative sum; only its first item (its head) needs the loop, the rest follow it.
+    On the reference Kineto trace 254,000 of 388,000 replay events are host starts, about 600
+    of them heads. src is the head of the item's run (its start is t[head]), the end of the
+    blocking call it follows (t[nh + call]), or the zero at t[2 nh] for an item anchored at
+    its own time (soff is then that time). looped: heads and blocking calls (a blocking end
+    reads its call's start).
+
+    chains: the host items in an order where each run is contiguous (by thread, then time);
+    any order is correct, a bad one only makes more heads."""
+    nh = len(h_prev)
+    prev = np.asarray(h_prev, np.int64)
+    q = np.maximum(prev, 0)
+    blocking = np.asarray(h_tgt) >= 0
+    after = (prev >= 0) & ~np.asarray(h_inside, bool)
+    via_end = after & blocking[q]
+    chains = np.asarray(chains, np.int64)
+    cont = np.zeros(nh, bool)                # continues its predecessor's run
+    cont[chains[1:]] = prev[chains[1:]] == chains[:-1]
+    cont &= after & ~via_end
+    step = np.where(after, np.asarray(h_dur, np.int64)[q], 0)    # from the predecessor's start
+    step += h_gap
+    run_sum = np.cumsum(np.where(cont, step, 0)[chains])        # in chain order
+    at = np.arange(nh)
+    head_at = np.maximum.accumulate(np.where(cont[chains], 0, at))
+    head = np.empty(nh, np.int64)
+    head[chains] = chains[head_at]
+    off = np.empty(nh, np.int64)            # start of the item minus its head's start
+    off[chains] = run_sum - run_sum[head_at]
+    del run_sum, head_at, at
+    src = np.where(via_end, nh + q, head[q])
+    src[prev < 0] = 2 * nh
+    soff = np.where(via_end, np.asarray(h_gap, np.int64), off[q] + step)
+    soff[prev < 0] = np.asarray(h_anchor, np.int64)[prev < 0]
+    return src, soff, ~cont | blocking
+
+
 def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
-          collectives: tuple | None = None) -> tuple[np.ndarray, ...]:
+          collectives: tuple | None = None, chains: np.ndarray | None = None
+          ) -> tuple[np.ndarray, ...]:
     """Replayed (host start, host end, GPU start, GPU end) arrays.
 
     host = (h_prev, h_inside, h_anchor, h_gap, h_dur, h_target, h_ret); gpu = (g_launch,
     g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor); extra: host item -> extra GPU
     ops its blocking call waits for; collectives = (members, transfer times), one array of
-    GPU ops and one of times per matched call."""
+    GPU ops and one of times per matched call; chains: host items by thread then time (see
+    _runs; index order when None)."""
     h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret = host
     nh = len(h_prev)
+    src, soff, looped = _runs(np.arange(nh) if chains is None else chains,
+                              h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt)
+    order = np.asarray(order)
+    if nh:
+        order = order[(order >= nh) | looped[np.minimum(order, nh - 1)]]
     keys = sorted(extra)
     x_host = np.array(keys, np.int64)
     x_ptr, x_gpu = _csr([extra[k] for k in keys])
@@ -121,11 +165,24 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
     c_ptr, c_gpu = _csr(list(members))
     c_after = (np.concatenate([np.asarray(t, np.int64) for t in t_after]) if len(t_after)
                else np.zeros(0, np.int64))
-    out = [np.zeros(nh, np.int64), np.zeros(nh, np.int64),
-           np.zeros(n_gpu, np.int64), np.zeros(n_gpu, np.int64)]
     g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor = gpu
-    LOOP(len(order), _ints(order), _ints(h_prev), np.ascontiguousarray(h_inside, dtype=bool),
-         _i64(h_anchor), *map(_ints, (h_gap, h_dur, h_tgt, h_ret)), x_host, x_ptr, x_gpu,
-         *map(_ints, (g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur)), _i64(g_floor),
-         c_ptr, c_gpu, c_after, *out)
-    return tuple(out)
+    launched = np.asarray(g_launch) >= 0
+    li = np.maximum(g_launch, 0)
+    g_src = np.where(launched, src[li], 2 * nh)
+    g_soff = np.where(launched, soff[li] + np.asarray(g_lat, np.int64), g_floor)
+    del li, launched
+    t = np.zeros(2 * nh + 1, np.int64)
+    gs, ge = np.zeros(n_gpu, np.int64), np.zeros(n_gpu, np.int64)
+    LOOP(len(order), _ints(order), _ints(src), _i64(soff), _ints(h_tgt), _ints(h_ret),
+         x_host, x_ptr, x_gpu, _ints(g_src), _i64(g_soff),
+         *map(_ints, (g_spred, g_qgap, g_xpred, g_xgap, g_dur)),
+         c_ptr, c_gpu, c_after, t, gs, ge)
+    # the items the loop skipped follow their run's head; ends of calls that do not block
+    # are their start plus their duration
+    rest = np.flatnonzero(~looped)
+    t[rest] = t[src[rest]] + soff[rest]
+    hs = t[:nh]
+    he = t[nh:2 * nh]
+    free = ~(np.asarray(h_tgt) >= 0)
+    he[free] = hs[free] + np.asarray(h_dur, np.int64)[free]
+    return hs, he, gs, ge

@@ -1,0 +1,154 @@
+"""The replay with a thread's runs of calls summed (sweep._runs) gives every node the times the
+loop that visited each host item gave (tests/sweep_oracle.py): on random graphs with threads,
+nesting, blocking calls, extra waits, cross-stream waits and collectives, under any order of
+the host items, and on every real trace, its edited plans and a job of ranks."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ALL_TRACES, needs_shared
+
+import tracelint
+from tracelint.whatif import sweep as sweep_mod
+from tracelint.whatif.edits import EditSet, RemoveSync, Scale
+from tracelint.whatif.graph import build
+from tracelint.whatif.replay import Plan, _order, replay
+
+sys.path.insert(0, str(Path(__file__).parent))
+import sweep_oracle  # noqa: E402
+
+
+def _random_run(seed: int, steps: int = 600, threads: int = 3, streams: int = 3,
+                collectives: bool = False):
+    """A run made event by event, each depending only on events made before it (so the order
+    made is a valid replay order): calls nested or one after another on a few threads, some
+    blocking on an op (some on more ops), ops launched by calls, queued on streams and waiting
+    for other streams, and groups of ops on distinct streams that end together."""
+    rng = np.random.default_rng(seed)
+    h_prev, h_inside, h_thread, h_tgt, g_launch, g_spred, g_xpred, g_stream = ([] for _ in range(8))
+    extra, members, events = {}, [], []
+    last_item = [-1] * threads
+    last_op = [-1] * streams
+    for _ in range(steps):
+        roll = rng.random()
+        if roll < 0.55:
+            t = int(rng.integers(threads))
+            i = len(h_prev)
+            prev = last_item[t] if rng.random() > 0.02 else -1        # a few re-anchored items
+            h_prev.append(prev)
+            h_inside.append(bool(prev >= 0 and rng.random() < 0.15))
+            h_thread.append(t)
+            blocks = bool(g_stream) and rng.random() < 0.08
+            h_tgt.append(int(rng.integers(len(g_stream))) if blocks else -1)
+            events.append(("h", i))
+            if blocks:
+                if rng.random() < 0.3:
+                    extra[i] = [int(x) for x in rng.integers(0, len(g_stream), 2)]
+                events.append(("e", i))
+            last_item[t] = i
+        elif collectives and roll < 0.6 and len(g_stream) >= streams:
+            ops = []
+            for s in rng.choice(streams, size=2, replace=False):
+                ops.append(_op(rng, int(s), h_prev, g_launch, g_spred, g_xpred, g_stream, last_op,
+                               events, cross=False))
+            members.append(ops)
+            events.append(("c", len(members) - 1))
+        else:
+            _op(rng, int(rng.integers(streams)), h_prev, g_launch, g_spred, g_xpred, g_stream,
+                last_op, events, cross=True)
+    nh, ng = len(h_prev), len(g_stream)
+    base = {"h": 0, "e": nh, "g": 2 * nh, "c": 2 * nh + ng}
+    order = np.array([base[k] + i for k, i in events], np.int64)
+
+    def rnd(n, hi=10_000):
+        return rng.integers(0, hi, n).astype(np.int64)
+    host = (np.array(h_prev, np.int64), np.array(h_inside, bool), rnd(nh, 10**9),
+            rnd(nh).astype(np.int32), rnd(nh).astype(np.int32), np.array(h_tgt, np.int64),
+            rnd(nh))
+    gpu = (np.array(g_launch, np.int64), rnd(ng), np.array(g_spred, np.int64), rnd(ng),
+           np.array(g_xpred, np.int64), rnd(ng), rnd(ng), rnd(ng, 10**9))
+    coll = ([np.array(m, np.int64) for m in members], [rnd(len(m)) for m in members])
+    by_thread = np.argsort(np.array(h_thread), kind="stable")
+    return order, host, gpu, extra, ng, coll, by_thread
+
+
+def _op(rng, s, h_prev, g_launch, g_spred, g_xpred, g_stream, last_op, events, cross):
+    j = len(g_stream)
+    g_launch.append(int(rng.integers(len(h_prev))) if h_prev and rng.random() < 0.9 else -1)
+    g_spred.append(last_op[s])
+    others = [k for k in range(len(g_stream)) if g_stream[k] != s]
+    g_xpred.append(int(rng.choice(others)) if cross and others and rng.random() < 0.1 else -1)
+    g_stream.append(s)
+    last_op[s] = j
+    events.append(("g", j))
+    return j
+
+
+def _same(a, b):
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_runs_summed_equal_every_item_visited(seed):
+    order, host, gpu, extra, ng, coll, by_thread = _random_run(seed, collectives=seed % 2 == 0)
+    want = sweep_oracle.sweep(order, host, gpu, extra, ng, coll)
+    nh = len(host[0])
+    rng = np.random.default_rng(seed)
+    # any order of the host items is correct; the thread order only makes longer runs
+    for chains in (by_thread, None, rng.permutation(nh)):
+        _same(sweep_mod.sweep(order, host, gpu, extra, ng, coll, chains=chains), want)
+    src, soff, looped = sweep_mod._runs(by_thread, *host[:6])
+    assert looped.sum() < nh            # some items follow their run's head unvisited
+
+
+def test_a_thread_of_plain_calls_is_one_run():
+    """Calls one after another, none blocking: only the first is visited; each starts at the
+    one before's start plus its duration plus the gap."""
+    n = 5
+    prev = np.array([-1, 0, 1, 2, 3])
+    gap, dur = np.array([0, 1, 2, 3, 4]), np.array([10, 20, 30, 40, 50])
+    src, soff, looped = sweep_mod._runs(np.arange(n), prev, np.zeros(n, bool),
+                                        np.array([100, 0, 0, 0, 0]), gap, dur, np.full(n, -1))
+    assert looped.tolist() == [True, False, False, False, False]
+    assert src.tolist() == [2 * n, 0, 0, 0, 0]
+    assert soff.tolist() == [100, 11, 33, 66, 110]
+    hs, he, _, _ = sweep_mod.sweep(np.arange(n), (prev, np.zeros(n, bool), np.array([100, 0, 0, 0, 0]),
+                                                  gap, dur, np.full(n, -1), np.zeros(n)),
+                                   (np.zeros(0, np.int64),) * 8, {}, 0)
+    assert hs.tolist() == [100, 111, 133, 166, 210]
+    assert (he - hs).tolist() == dur.tolist()
+
+
+def test_a_blocking_call_and_a_nested_call_start_new_runs():
+    # 0 -> 1 (blocking on op 0) -> 2 after 1's end; 3 nested inside 2; 4 after 3
+    prev = np.array([-1, 0, 1, 2, 3])
+    inside = np.array([False, False, False, True, False])
+    tgt = np.array([-1, 0, -1, -1, -1])
+    src, soff, looped = sweep_mod._runs(np.arange(5), prev, inside, np.zeros(5, np.int64),
+                                        np.ones(5, np.int64), np.full(5, 10), tgt)
+    assert looped.tolist() == [True, True, True, True, False]
+    assert src.tolist() == [10, 0, 5 + 1, 2, 3]     # item 2 starts after call 1's end event
+
+
+@needs_shared()
+@pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name)
+def test_real_traces_replay_as_before(path):
+    tl = tracelint.load(path)
+    if not len(tl.kernels):
+        pytest.skip("no GPU activity")
+    g = build(tl)
+    # as traced; every sync removed (runs join up); every call and op half as long
+    plans = [Plan.of(g), EditSet([RemoveSync()]).plan(g), EditSet([Scale(".", 0.5)]).plan(g)]
+    for p in plans:
+        free = (p.g_launch < 0) & (p.g_spred < 0) & (p.g_xpred < 0)
+        g_floor = np.where(free, g.g_start, -(1 << 62)).astype(np.int64)
+        want = sweep_oracle.sweep(_order(g, p), (g.h_prev, g.h_inside, g.h_start, p.h_gap,
+                                                 p.h_dur, p.h_target, p.h_ret),
+                                  (p.g_launch, p.g_lat, p.g_spred, p.g_qgap, p.g_xpred,
+                                   p.g_xgap, p.g_dur, g_floor), p.h_extra, g.n_gpu)
+        r = replay(g, p)
+        _same((r.h_start, r.h_end, r.g_start, r.g_end), want)
