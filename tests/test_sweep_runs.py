@@ -72,7 +72,7 @@ def _random_run(seed: int, steps: int = 600, threads: int = 3, streams: int = 3,
            np.array(g_xpred, np.int64), rnd(ng), rnd(ng), rnd(ng, 10**9))
     coll = ([np.array(m, np.int64) for m in members], [rnd(len(m)) for m in members])
     by_thread = np.argsort(np.array(h_thread), kind="stable")
-    return order, host, gpu, extra, ng, coll, by_thread
+    return order, host, gpu, extra, ng, coll, by_thread, np.array(g_stream, np.int64)
 
 
 def _op(rng, s, h_prev, g_launch, g_spred, g_xpred, g_stream, last_op, events, cross):
@@ -93,8 +93,9 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_runs_summed_equal_every_item_visited(seed):
-    order, host, gpu, extra, ng, coll, by_thread = _random_run(seed, collectives=seed % 2 == 0)
+def test_runs_summed_equal_every_item_visited(seed, monkeypatch):
+    order, host, gpu, extra, ng, coll, by_thread, streams = _random_run(
+        seed, collectives=seed % 2 == 0)
     want = sweep_oracle.sweep(order, host, gpu, extra, ng, coll)
     nh = len(host[0])
     rng = np.random.default_rng(seed)
@@ -103,6 +104,40 @@ def test_runs_summed_equal_every_item_visited(seed):
         _same(sweep_mod.sweep(order, host, gpu, extra, ng, coll, chains=chains), want)
     src, soff, looped = sweep_mod._runs(by_thread, *host[:6])
     assert looped.sum() < nh            # some items follow their run's head unvisited
+    # ranges of ops as arrays: by stream, and by lanes that are not streams (the loop then
+    # replays the ranges whose links do not follow them)
+    monkeypatch.setattr(sweep_mod, "OPS_AT_ONCE", 3)
+    assert sweep_mod._op_ranges(order, nh, ng, gpu[4])
+    for lanes in (streams, rng.integers(0, 3, ng), np.zeros(ng, np.int64)):
+        _same(sweep_mod.sweep(order, host, gpu, extra, ng, coll, chains=by_thread,
+                              lanes=lanes), want)
+
+
+def test_ops_in_a_range_are_one_running_maximum_per_stream():
+    """Two streams, ops launched at known times: each starts at the later of its launch and
+    its predecessor's end plus the queue gap, wherever the loop would have put it."""
+    nh, ng = 1, 6
+    order = np.concatenate([[0], 2 * nh + np.arange(ng)])
+    lanes = np.array([0, 1, 0, 1, 0, 0])
+    spred = np.array([-1, -1, 0, 1, 2, 4])
+    lat = np.array([0, 5, 10, 15, 100, 20])
+    qgap = np.array([0, 0, 2, 2, 2, 2])
+    dur = np.array([30, 30, 30, 30, 30, 30])
+    host = (np.array([-1]), np.zeros(1, bool), np.array([1000]), np.zeros(1, np.int64),
+            np.array([1]), np.array([-1]), np.zeros(1, np.int64))
+    gpu = (np.zeros(ng, np.int64), lat, spred, qgap, np.full(ng, -1), np.zeros(ng, np.int64),
+           dur, np.zeros(ng, np.int64))
+    _, _, gs, ge = sweep_mod.sweep(order, host, gpu, {}, ng, lanes=lanes)
+    assert sweep_mod._op_ranges(order, nh, ng, gpu[4]) == []        # too short at 128
+    want = sweep_oracle.sweep(order, host, gpu, {}, ng)
+    _same((gs, ge), want[2:])
+    # stream 0: 1000 -> 1030; 1032 (launch 1010) -> 1062; 1100 (launch) -> 1130; 1132
+    assert gs.tolist() == [1000, 1005, 1032, 1037, 1100, 1132]
+    out = np.zeros(ng, np.int64), np.zeros(ng, np.int64)
+    t = np.array([1000, 0, 0])
+    assert sweep_mod._ops_at_once(np.arange(ng), lanes, t, np.zeros(ng, np.int64), lat, spred,
+                                  qgap, np.full(ng, -1), np.zeros(ng, np.int64), dur, *out)
+    _same(out, (gs, ge))
 
 
 def test_a_thread_of_plain_calls_is_one_run():
@@ -152,3 +187,32 @@ def test_real_traces_replay_as_before(path):
                                    p.g_xgap, p.g_dur, g_floor), p.h_extra, g.n_gpu)
         r = replay(g, p)
         _same((r.h_start, r.h_end, r.g_start, r.g_end), want)
+
+
+@needs_shared()
+def test_a_job_of_real_ranks_replays_as_before(tmp_path, monkeypatch):
+    """The 4-rank job made from a real NCCL rank (21 matched collectives, a straggler, clock
+    offsets): the ranks replayed together give every node the oracle's times, with and
+    without the straggler's fix."""
+    from conftest import TRACES
+
+    from tracelint.ranks.job import lint_job
+    from tracelint.ranks.job_whatif import JobWhatIf
+    from tracelint.ranks.synth import RawTrace, make_job
+    from tracelint.whatif import job as job_mod
+    raw = RawTrace.load(TRACES / "torch" / "hta_nccl_a100_rank0of2.json.gz")
+    make_job(raw, tmp_path, ranks=4, straggler=1, delay_us=3000.0, exposed=2,
+             clock_offsets_us=[0.0, 1700.0, -900.0, 400.0])
+    rep = lint_job([str(tmp_path)], jobs=0)
+    jg = JobWhatIf.from_members(rep.ranks, rep.context).jg
+    assert jg.groups
+    runs = {}
+    for name, fn in (("now", sweep_mod.sweep),
+                     ("oracle", lambda *a, chains=None, lanes=None: sweep_oracle.sweep(*a))):
+        monkeypatch.setattr(job_mod, "sweep", fn)
+        plans = [Plan.of(g) for g in jg.graphs]
+        plans[1] = EditSet([Scale(".", 0.5)]).plan(jg.graphs[1])
+        runs[name] = [jg.run(), jg.run(plans)]
+    for a, b in zip(runs["now"], runs["oracle"]):
+        for x, y in zip(a.ranks, b.ranks):
+            _same((x.h_start, x.h_end, x.g_start, x.g_end), (y.h_start, y.h_end, y.g_start, y.g_end))

@@ -116,6 +116,11 @@ class RunGraph:
         return len(self.g_start)
 
     @cached_property
+    def g_lanes(self) -> np.ndarray:
+        """Each GPU op's (device, stream) as one number: the replay's runs of ops (sweep)."""
+        return _read_only(row_codes(self.g_device, self.g_stream)[0])
+
+    @cached_property
     def h_chains(self) -> np.ndarray:
         """Host items by thread, each thread in time order: the runs of calls that the replay
         sums instead of visiting one by one (sweep._runs)."""

@@ -169,6 +169,14 @@ class JobGraph:
         parts = [g.h_chains.astype(np.int64) + b for g, b in zip(self.graphs, self.h_base[:-1])]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
+    def _lanes(self) -> np.ndarray:
+        """Every rank's GPU streams as numbers (RunGraph.g_lanes), distinct across ranks."""
+        parts, base = [], 0
+        for g in self.graphs:
+            parts.append(g.g_lanes.astype(np.int64) + base)
+            base += int(g.g_lanes.max()) + 1 if g.n_gpu else 0
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
     def run(self, plans: list[Plan] | None = None) -> JobRun:
         """Replay every rank together (plans: one per rank, the graphs' own when None)."""
         plans = plans or [Plan.of(g) for g in self.graphs]
@@ -179,7 +187,7 @@ class JobGraph:
                                tuple(m[k] for k in ("g_launch", "g_lat", "g_spred", "g_qgap",
                                                     "g_xpred", "g_xgap", "g_dur", "g_floor")),
                                m["h_extra"], self.ng, (self.members, self.t_after),
-                               chains=self._chains())
+                               chains=self._chains(), lanes=self._lanes())
         out = []
         for r, (g, p, o) in enumerate(zip(self.graphs, plans, self.offsets)):
             a, b = int(self.h_base[r]), int(self.h_base[r + 1])

@@ -206,5 +206,6 @@ def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
     hs, he, gs, ge = sweep(_order(g, p), (g.h_prev, g.h_inside, g.h_start, p.h_gap, p.h_dur,
                                           p.h_target, p.h_ret),
                            (p.g_launch, p.g_lat, p.g_spred, p.g_qgap, p.g_xpred, p.g_xgap,
-                            p.g_dur, g_floor), p.h_extra, g.n_gpu, chains=g.h_chains)
+                            p.g_dur, g_floor), p.h_extra, g.n_gpu, chains=g.h_chains,
+                           lanes=g.g_lanes)
     return Replay(g, p, hs, he, gs, ge)

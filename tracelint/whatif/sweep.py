@@ -19,6 +19,9 @@ from ..jit import Loop
 #: Events from which a replay runs compiled when numba is installed: below this the plain loop
 #: (about 0.25 µs an event) costs less than loading the compiled one.
 COMPILE_FROM = 1_000_000
+#: Consecutive GPU ops in the event order from which the plain loop replays them as arrays
+#: (_ops_at_once): about 100 numpy calls of fixed cost against about 1 µs an op in the loop.
+OPS_AT_ONCE = 128
 
 
 def _pass(order, h_src, h_soff, h_tgt, h_ret, x_host, x_ptr, x_gpu, g_src, g_soff, g_spred,
@@ -141,16 +144,107 @@ def _runs(chains, h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt):
     return src, soff, ~cont | blocking
 
 
+def _op_ranges(order: np.ndarray, nh: int, ng: int, g_xpred: np.ndarray) -> list[tuple[int, int]]:
+    """(a, b): ranges of at least OPS_AT_ONCE events of the order that are GPU ops only, none
+    waiting for another stream's op but the first. Whatever such an op depends on is final
+    before the range (a host start, a blocking end, an op on another stream: all earlier
+    events) except the op before it on its stream, so each stream's ops there are one
+    running maximum (_ops_at_once)."""
+    is_op = (order >= 2 * nh) & (order < 2 * nh + ng)
+    waits = np.zeros(len(order), bool)
+    waits[is_op] = np.asarray(g_xpred)[order[is_op] - 2 * nh] >= 0
+    starts = np.flatnonzero(is_op & (waits | np.concatenate([[True], ~is_op[:-1]])))
+    breaks = np.flatnonzero(~is_op | waits)
+    stops = np.append(breaks, len(order))[np.searchsorted(breaks, starts, side="right")]
+    keep = stops - starts >= OPS_AT_ONCE
+    return list(zip(starts[keep].tolist(), stops[keep].tolist()))
+
+
+def _ops_at_once(ops, lanes, t, g_src, g_soff, g_spred, g_qgap, g_xpred, g_xgap, g_dur,
+                 gs, ge) -> bool:
+    """Replay a range of GPU ops (_op_ranges) as arrays; False, writing nothing, when an op's
+    stream predecessor is in the range but not the op before it in its lane (an edit moved
+    it to another stream): the loop then replays the range.
+
+    On a stream, op k starts at max(A_k, end_{k-1} + qgap_k), A_k its launch (or floor) and
+    cross-stream wait; so end_k - S_k = max(A_k + dur_k - S_k, end_{k-1} - S_{k-1}) with S
+    the running sum of qgap + dur from the run's first op: a running maximum."""
+    by = np.argsort(lanes[ops], kind="stable")
+    j = ops[by]
+    m = len(j)
+    lane = lanes[j]
+    sp = np.asarray(g_spred[j], np.int64)
+    cont = np.zeros(m, bool)            # follows the op before it (same lane, its predecessor)
+    cont[1:] = (lane[1:] == lane[:-1]) & (sp[1:] == j[:-1])
+    head = ~cont
+    outside = sp[head]
+    outside = outside[outside >= 0]
+    if len(outside) and np.isin(outside, ops).any():
+        return False
+    a = t[g_src[j]] + g_soff[j]
+    xp = np.asarray(g_xpred[j], np.int64)
+    w = xp >= 0
+    if w.any():
+        a[w] = np.maximum(a[w], ge[xp[w]] + g_xgap[j][w])
+    w = head & (sp >= 0)
+    a[w] = np.maximum(a[w], ge[sp[w]] + g_qgap[j][w])
+    dur = np.asarray(g_dur[j], np.int64)
+    step = dur.copy()
+    step[cont] += g_qgap[j][cont]
+    total = np.cumsum(step)
+    first = np.maximum.accumulate(np.where(head, np.arange(m), 0))
+    run_sum = total - total[first] + step[first]
+    b = a + dur - run_sum
+    # one running maximum per run, runs shifted apart so that each run's first value exceeds
+    # every value before it (a run's later values below that first one never matter)
+    width = int(b.max()) - int(b[head].min()) + 1
+    runs = np.cumsum(head) - 1
+    if int(runs[-1]) * width < (1 << 62):
+        shift = runs * np.int64(width)
+        f = np.maximum.accumulate(b + shift) - shift
+    else:                              # pragma: no cover - spans of years in one range
+        f = np.empty(m, np.int64)
+        bounds = np.append(np.flatnonzero(head), m)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            f[lo:hi] = np.maximum.accumulate(b[lo:hi])
+    ge[j] = f + run_sum
+    gs[j] = ge[j] - dur
+    return True
+
+
+def _plain(order, ranges, lanes, nh, args) -> None:
+    """The loop as plain Python, with the ranges of GPU ops replayed as arrays in between."""
+    views = [memoryview(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
+             for a in args]
+    ops, out = args[7:14], args[17:]     # the GPU ops' arrays; t, gs, ge (written by both)
+    ov = memoryview(order)
+    done = 0
+    try:
+        for a, b in ranges:
+            if a > done:
+                _pass(ov[done:a], *views)
+            if not _ops_at_once(order[a:b] - 2 * nh, lanes, out[0], *ops, *out[1:]):
+                _pass(ov[a:b], *views)
+            done = b
+        if done < len(order):
+            _pass(ov[done:], *views)
+    finally:
+        for v in views + [ov]:
+            if isinstance(v, memoryview):
+                v.release()
+
+
 def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
-          collectives: tuple | None = None, chains: np.ndarray | None = None
-          ) -> tuple[np.ndarray, ...]:
+          collectives: tuple | None = None, chains: np.ndarray | None = None,
+          lanes: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Replayed (host start, host end, GPU start, GPU end) arrays.
 
     host = (h_prev, h_inside, h_anchor, h_gap, h_dur, h_target, h_ret); gpu = (g_launch,
     g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor); extra: host item -> extra GPU
     ops its blocking call waits for; collectives = (members, transfer times), one array of
     GPU ops and one of times per matched call; chains: host items by thread then time (see
-    _runs; index order when None)."""
+    _runs; index order when None); lanes: each GPU op's stream as a number (the plain loop
+    replays long ranges of ops as arrays, _op_ranges; not when None)."""
     h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret = host
     nh = len(h_prev)
     src, soff, looped = _runs(np.arange(nh) if chains is None else chains,
@@ -173,10 +267,16 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
     del li, launched
     t = np.zeros(2 * nh + 1, np.int64)
     gs, ge = np.zeros(n_gpu, np.int64), np.zeros(n_gpu, np.int64)
-    LOOP(len(order), _ints(order), _ints(src), _i64(soff), _ints(h_tgt), _ints(h_ret),
-         x_host, x_ptr, x_gpu, _ints(g_src), _i64(g_soff),
-         *map(_ints, (g_spred, g_qgap, g_xpred, g_xgap, g_dur)),
-         c_ptr, c_gpu, c_after, t, gs, ge)
+    order = _ints(order)
+    args = (_ints(src), _i64(soff), _ints(h_tgt), _ints(h_ret), x_host, x_ptr, x_gpu,
+            _ints(g_src), _i64(g_soff), *map(_ints, (g_spred, g_qgap, g_xpred, g_xgap, g_dur)),
+            c_ptr, c_gpu, c_after, t, gs, ge)
+    ranges = ([] if lanes is None or LOOP.use_compiled(len(order))
+              else _op_ranges(order, nh, n_gpu, g_xpred))
+    if ranges:
+        _plain(order, ranges, np.asarray(lanes), nh, args)
+    else:
+        LOOP(len(order), order, *args)
     # the items the loop skipped follow their run's head; ends of calls that do not block
     # are their start plus their duration
     rest = np.flatnonzero(~looped)
