@@ -102,8 +102,8 @@ def test_runs_summed_equal_every_item_visited(seed, monkeypatch):
     # any order of the host items is correct; the thread order only makes longer runs
     for chains in (by_thread, None, rng.permutation(nh)):
         _same(sweep_mod.sweep(order, host, gpu, extra, ng, coll, chains=chains), want)
-    src, soff, looped = sweep_mod._runs(by_thread, *host[:6])
-    assert looped.sum() < nh            # some items follow their run's head unvisited
+    runs = sweep_mod._runs(by_thread, *host[:2], *host[3:6])
+    assert runs.looped.sum() < nh       # some items follow their run's head unvisited
     # ranges of ops as arrays: by stream, and by lanes that are not streams (the loop then
     # replays the ranges whose links do not follow them)
     monkeypatch.setattr(sweep_mod, "OPS_AT_ONCE", 3)
@@ -134,9 +134,9 @@ def test_ops_in_a_range_are_one_running_maximum_per_stream():
     # stream 0: 1000 -> 1030; 1032 (launch 1010) -> 1062; 1100 (launch) -> 1130; 1132
     assert gs.tolist() == [1000, 1005, 1032, 1037, 1100, 1132]
     out = np.zeros(ng, np.int64), np.zeros(ng, np.int64)
-    t = np.array([1000, 0, 0])
-    assert sweep_mod._ops_at_once(np.arange(ng), lanes, t, np.zeros(ng, np.int64), lat, spred,
-                                  qgap, np.full(ng, -1), np.zeros(ng, np.int64), dur, *out)
+    assert sweep_mod._ops_at_once(np.arange(ng), lanes, np.array([1000]), np.zeros(ng, np.int64), lat, spred,
+                                  qgap, np.full(ng, -1), np.zeros(ng, np.int64), dur,
+                                  np.zeros(ng, np.int64), *out)
     _same(out, (gs, ge))
 
 
@@ -146,14 +146,13 @@ def test_a_thread_of_plain_calls_is_one_run():
     n = 5
     prev = np.array([-1, 0, 1, 2, 3])
     gap, dur = np.array([0, 1, 2, 3, 4]), np.array([10, 20, 30, 40, 50])
-    src, soff, looped = sweep_mod._runs(np.arange(n), prev, np.zeros(n, bool),
-                                        np.array([100, 0, 0, 0, 0]), gap, dur, np.full(n, -1))
-    assert looped.tolist() == [True, False, False, False, False]
-    assert src.tolist() == [2 * n, 0, 0, 0, 0]
-    assert soff.tolist() == [100, 11, 33, 66, 110]
+    runs = sweep_mod._runs(np.arange(n), prev, np.zeros(n, bool), gap, dur, np.full(n, -1))
+    assert runs.looped.tolist() == [True, False, False, False, False]
+    assert runs.head.tolist() == [0, 0, 0, 0, 0]
+    assert runs.off.tolist() == [0, 11, 33, 66, 110]
     hs, he, _, _ = sweep_mod.sweep(np.arange(n), (prev, np.zeros(n, bool), np.array([100, 0, 0, 0, 0]),
                                                   gap, dur, np.full(n, -1), np.zeros(n)),
-                                   (np.zeros(0, np.int64),) * 8, {}, 0)
+                                   (np.zeros(0, np.int64),) * 8, {}, 0, chains=np.arange(n))
     assert hs.tolist() == [100, 111, 133, 166, 210]
     assert (he - hs).tolist() == dur.tolist()
 
@@ -163,10 +162,10 @@ def test_a_blocking_call_and_a_nested_call_start_new_runs():
     prev = np.array([-1, 0, 1, 2, 3])
     inside = np.array([False, False, False, True, False])
     tgt = np.array([-1, 0, -1, -1, -1])
-    src, soff, looped = sweep_mod._runs(np.arange(5), prev, inside, np.zeros(5, np.int64),
-                                        np.ones(5, np.int64), np.full(5, 10), tgt)
-    assert looped.tolist() == [True, True, True, True, False]
-    assert src.tolist() == [10, 0, 5 + 1, 2, 3]     # item 2 starts after call 1's end event
+    runs = sweep_mod._runs(np.arange(5), prev, inside, np.ones(5, np.int64), np.full(5, 10), tgt)
+    assert runs.looped.tolist() == [True, True, True, True, False]
+    assert runs.head.tolist() == [0, 0, 2, 3, 3]
+    assert runs.off.tolist() == [0, 11, 0, 0, 11]
 
 
 @needs_shared()

@@ -29,7 +29,7 @@ import numpy as np
 
 from .graph import RunGraph
 from .replay import Plan, Replay
-from .sweep import sweep
+from .sweep import runs_plain, sweep
 
 
 @dataclass
@@ -181,13 +181,16 @@ class JobGraph:
         """Replay every rank together (plans: one per rank, the graphs' own when None)."""
         plans = plans or [Plan.of(g) for g in self.graphs]
         m = self._merge(plans)
-        hs, he, gs, ge = sweep(self._order(m),
+        order = self._order(m)
+        plain = runs_plain(len(order))
+        hs, he, gs, ge = sweep(order,
                                tuple(m[k] for k in ("h_prev", "h_inside", "h_anchor", "h_gap",
                                                     "h_dur", "h_target", "h_ret")),
                                tuple(m[k] for k in ("g_launch", "g_lat", "g_spred", "g_qgap",
                                                     "g_xpred", "g_xgap", "g_dur", "g_floor")),
                                m["h_extra"], self.ng, (self.members, self.t_after),
-                               chains=self._chains(), lanes=self._lanes())
+                               chains=self._chains() if plain else None,
+                               lanes=self._lanes() if plain else None)
         out = []
         for r, (g, p, o) in enumerate(zip(self.graphs, plans, self.offsets)):
             a, b = int(self.h_base[r]), int(self.h_base[r + 1])

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .graph import RunGraph
-from .sweep import sweep
+from .sweep import runs_plain, sweep
 
 #: Dependency edges checked at a time while ordering the events.
 EDGE_CHUNK = 1 << 22
@@ -203,9 +203,12 @@ def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
     # an op with no dependency at all keeps its traced start
     free = (p.g_launch < 0) & (p.g_spred < 0) & (p.g_xpred < 0)
     g_floor = np.where(free, g.g_start, -(1 << 62)).astype(np.int64)
-    hs, he, gs, ge = sweep(_order(g, p), (g.h_prev, g.h_inside, g.h_start, p.h_gap, p.h_dur,
-                                          p.h_target, p.h_ret),
+    order = _order(g, p)
+    plain = runs_plain(len(order))
+    hs, he, gs, ge = sweep(order, (g.h_prev, g.h_inside, g.h_start, p.h_gap, p.h_dur,
+                                   p.h_target, p.h_ret),
                            (p.g_launch, p.g_lat, p.g_spred, p.g_qgap, p.g_xpred, p.g_xgap,
-                            p.g_dur, g_floor), p.h_extra, g.n_gpu, chains=g.h_chains,
-                           lanes=g.g_lanes)
+                            p.g_dur, g_floor), p.h_extra, g.n_gpu,
+                           chains=g.h_chains if plain else None,
+                           lanes=g.g_lanes if plain else None)
     return Replay(g, p, hs, he, gs, ge)

@@ -12,6 +12,8 @@ another on a thread is a cumulative sum from its first call, filled in after the
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..jit import Loop
@@ -24,20 +26,29 @@ COMPILE_FROM = 1_000_000
 OPS_AT_ONCE = 128
 
 
-def _pass(order, h_src, h_soff, h_tgt, h_ret, x_host, x_ptr, x_gpu, g_src, g_soff, g_spred,
-          g_qgap, g_xpred, g_xgap, g_dur, c_ptr, c_gpu, c_after, t, gs, ge):
-    """Fill t (host starts [0, nh), blocking calls' ends [nh, 2 nh), a zero at 2 nh), gs and ge
-    in place. A host item starts at t[h_src] + h_soff, a GPU op no earlier than t[g_src] +
-    g_soff (its launch, folded the same way; see _runs). x_*: a blocking call's extra GPU ops
-    it waits for (host indices sorted, CSR); c_*: each collective's member ops and their
-    transfer times (CSR)."""
-    nh = (len(t) - 1) // 2
+def _pass(order, h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, x_host, x_ptr, x_gpu,
+          g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor,
+          c_ptr, c_gpu, c_after, hs, he, gs, ge):
+    """Fill hs, gs, ge and the ends of blocking calls in he, in place (the end of a call that
+    does not block is its start plus its duration, made after the loop).
+    x_*: a blocking call's extra GPU ops it waits for (host indices sorted, CSR); c_*: each
+    collective's member ops and their transfer times (CSR)."""
+    nh = len(hs)
     n2 = 2 * nh
     n3 = n2 + len(gs)
     nx = len(x_host)
     for ev in order:
         if ev < nh:
-            t[ev] = t[h_src[ev]] + h_soff[ev]
+            q = h_prev[ev]
+            if q < 0:
+                s = h_anchor[ev]
+            elif h_inside[ev]:
+                s = hs[q] + h_gap[ev]
+            elif h_tgt[q] >= 0:
+                s = he[q] + h_gap[ev]
+            else:
+                s = hs[q] + h_dur[q] + h_gap[ev]
+            hs[ev] = s
         elif ev < n2:
             i = ev - nh
             r = h_ret[i]
@@ -54,11 +65,12 @@ def _pass(order, h_src, h_soff, h_tgt, h_ret, x_host, x_ptr, x_gpu, g_src, g_sof
                     for k in range(x_ptr[lo], x_ptr[lo + 1]):
                         if ge[x_gpu[k]] + r > e:
                             e = ge[x_gpu[k]] + r
-            s = t[i] + r
-            t[ev] = e if e > s else s
+            s = hs[i] + r
+            he[i] = e if e > s else s
         elif ev < n3:
             j = ev - n2
-            s = t[g_src[j]] + g_soff[j]
+            q = g_launch[j]
+            s = hs[q] + g_lat[j] if q >= 0 else g_floor[j]
             q = g_spred[j]
             if q >= 0 and ge[q] + g_qgap[j] > s:
                 s = ge[q] + g_qgap[j]
@@ -102,46 +114,49 @@ def _ints(a) -> np.ndarray:
     return np.ascontiguousarray(a) if a.dtype in (np.int32, np.int64) else _i64(a)
 
 
-def _runs(chains, h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt):
-    """(src, soff, looped): every host item's start as t[src] + soff, and which items the loop
-    visits.
+class Runs(NamedTuple):
+    """A thread's runs of calls, summed (see _runs): which host items the loop visits, and for
+    every item the run head it follows and its offset from that head's start."""
 
-    Why: most host items are calls made one after another on a thread, none of them blocking,
-    so each starts a fixed time after the one before (its duration plus the gap). Such a run
-    is one cumulative sum; only its first item (its head) needs the loop, the rest follow it.
-    On the reference Kineto trace 254,000 of 388,000 replay events are host starts, about 600
-    of them heads. src is the head of the item's run (its start is t[head]), the end of the
-    blocking call it follows (t[nh + call]), or the zero at t[2 nh] for an item anchored at
-    its own time (soff is then that time). looped: heads and blocking calls (a blocking end
-    reads its call's start).
+    looped: np.ndarray
+    head: np.ndarray
+    off: np.ndarray
+
+
+def _runs(chains, h_prev, h_inside, h_gap, h_dur, h_tgt) -> Runs:
+    """Why: most host items are calls made one after another on a thread, none of them
+    blocking, so each starts a fixed time after the one before (its duration plus the gap).
+    Such a run is one cumulative sum; only its first item (its head) needs the loop, the rest
+    follow it. On the reference Kineto trace 254,000 of 388,000 replay events are host
+    starts, 74 of them heads. The loop visits heads and blocking calls (a blocking end reads
+    its call's start).
 
     chains: the host items in an order where each run is contiguous (by thread, then time);
     any order is correct, a bad one only makes more heads."""
     nh = len(h_prev)
-    prev = np.asarray(h_prev, np.int64)
+    prev = np.asarray(h_prev)
     q = np.maximum(prev, 0)
     blocking = np.asarray(h_tgt) >= 0
     after = (prev >= 0) & ~np.asarray(h_inside, bool)
-    via_end = after & blocking[q]
-    chains = np.asarray(chains, np.int64)
     cont = np.zeros(nh, bool)                # continues its predecessor's run
     cont[chains[1:]] = prev[chains[1:]] == chains[:-1]
-    cont &= after & ~via_end
-    step = np.where(after, np.asarray(h_dur, np.int64)[q], 0)    # from the predecessor's start
+    cont &= after
+    cont &= ~blocking[q]
+    step = np.asarray(h_dur, np.int64)[q]    # from the predecessor's start
     step += h_gap
-    run_sum = np.cumsum(np.where(cont, step, 0)[chains])        # in chain order
-    at = np.arange(nh)
-    head_at = np.maximum.accumulate(np.where(cont[chains], 0, at))
-    head = np.empty(nh, np.int64)
-    head[chains] = chains[head_at]
-    off = np.empty(nh, np.int64)            # start of the item minus its head's start
-    off[chains] = run_sum - run_sum[head_at]
-    del run_sum, head_at, at
-    src = np.where(via_end, nh + q, head[q])
-    src[prev < 0] = 2 * nh
-    soff = np.where(via_end, np.asarray(h_gap, np.int64), off[q] + step)
-    soff[prev < 0] = np.asarray(h_anchor, np.int64)[prev < 0]
-    return src, soff, ~cont | blocking
+    step[~cont] = 0
+    run_sum = np.cumsum(step[chains])        # in chain order
+    del step
+    at = np.arange(nh, dtype=chains.dtype)
+    at[cont[chains]] = 0
+    np.maximum.accumulate(at, out=at)        # each position's head position
+    off = np.empty(nh, np.int64)             # the item's start minus its head's start
+    off[chains] = run_sum
+    off[chains] -= run_sum[at]
+    del run_sum
+    head = np.empty(nh, chains.dtype)
+    head[chains] = chains[at]
+    return Runs(~cont | blocking, head, off)
 
 
 def _op_ranges(order: np.ndarray, nh: int, ng: int, g_xpred: np.ndarray) -> list[tuple[int, int]]:
@@ -160,8 +175,8 @@ def _op_ranges(order: np.ndarray, nh: int, ng: int, g_xpred: np.ndarray) -> list
     return list(zip(starts[keep].tolist(), stops[keep].tolist()))
 
 
-def _ops_at_once(ops, lanes, t, g_src, g_soff, g_spred, g_qgap, g_xpred, g_xgap, g_dur,
-                 gs, ge) -> bool:
+def _ops_at_once(ops, lanes, hs, g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur,
+                 g_floor, gs, ge) -> bool:
     """Replay a range of GPU ops (_op_ranges) as arrays; False, writing nothing, when an op's
     stream predecessor is in the range but not the op before it in its lane (an edit moved
     it to another stream): the loop then replays the range.
@@ -181,7 +196,8 @@ def _ops_at_once(ops, lanes, t, g_src, g_soff, g_spred, g_qgap, g_xpred, g_xgap,
     outside = outside[outside >= 0]
     if len(outside) and np.isin(outside, ops).any():
         return False
-    a = t[g_src[j]] + g_soff[j]
+    la = np.asarray(g_launch[j], np.int64)
+    a = np.where(la >= 0, hs[np.maximum(la, 0)] + g_lat[j], g_floor[j])
     xp = np.asarray(g_xpred[j], np.int64)
     w = xp >= 0
     if w.any():
@@ -216,14 +232,14 @@ def _plain(order, ranges, lanes, nh, args) -> None:
     """The loop as plain Python, with the ranges of GPU ops replayed as arrays in between."""
     views = [memoryview(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
              for a in args]
-    ops, out = args[7:14], args[17:]     # the GPU ops' arrays; t, gs, ge (written by both)
+    ops, (hs, _, gs, ge) = args[10:18], args[21:]     # the GPU ops' arrays; the outputs
     ov = memoryview(order)
     done = 0
     try:
         for a, b in ranges:
             if a > done:
                 _pass(ov[done:a], *views)
-            if not _ops_at_once(order[a:b] - 2 * nh, lanes, out[0], *ops, *out[1:]):
+            if not _ops_at_once(order[a:b] - 2 * nh, lanes, hs, *ops, gs, ge):
                 _pass(ov[a:b], *views)
             done = b
         if done < len(order):
@@ -234,6 +250,12 @@ def _plain(order, ranges, lanes, nh, args) -> None:
                 v.release()
 
 
+def runs_plain(n_events: int) -> bool:
+    """Whether a replay of this many events runs as plain Python (then worth the array
+    passes, whose inputs callers build only then: RunGraph.h_chains and g_lanes)."""
+    return not LOOP.use_compiled(n_events)
+
+
 def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
           collectives: tuple | None = None, chains: np.ndarray | None = None,
           lanes: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
@@ -242,16 +264,36 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
     host = (h_prev, h_inside, h_anchor, h_gap, h_dur, h_target, h_ret); gpu = (g_launch,
     g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor); extra: host item -> extra GPU
     ops its blocking call waits for; collectives = (members, transfer times), one array of
-    GPU ops and one of times per matched call; chains: host items by thread then time (see
-    _runs; index order when None); lanes: each GPU op's stream as a number (the plain loop
-    replays long ranges of ops as arrays, _op_ranges; not when None)."""
+    GPU ops and one of times per matched call; chains: host items by thread then time (given:
+    the plain loop leaves runs of calls to an array pass, _runs); lanes: each GPU op's stream
+    as a number (given with chains: long ranges of ops too, _op_ranges).
+
+    Compiled, the loop visits every event: it is fast there, and the passes' arrays would
+    cost about 1 GB at 10 M kernels."""
     h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret = host
+    g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor = gpu
     nh = len(h_prev)
-    src, soff, looped = _runs(np.arange(nh) if chains is None else chains,
-                              h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt)
-    order = np.asarray(order)
-    if nh:
-        order = order[(order >= nh) | looped[np.minimum(order, nh - 1)]]
+    order = _ints(order)
+    runs = None
+    if chains is not None and runs_plain(len(order)):
+        runs = _runs(np.asarray(chains), h_prev, h_inside, h_gap, h_dur, h_tgt)
+        # an item that is not anchored and does not follow a blocking call's end starts at
+        # its predecessor's run head plus an offset: the loop's 'inside' case; a launch too
+        inside = np.asarray(h_inside, bool)
+        q = np.maximum(h_prev, 0)
+        fold = (np.asarray(h_prev) >= 0) & (inside | (np.asarray(h_tgt)[q] < 0))
+        h_gap = np.where(fold, runs.off[q] + np.where(inside, 0, np.asarray(h_dur, np.int64)[q])
+                         + h_gap, h_gap)
+        h_prev = np.where(fold, runs.head[q], h_prev)
+        h_inside = inside | fold
+        del q, fold, inside
+        launched = np.asarray(g_launch) >= 0
+        li = np.maximum(g_launch, 0)
+        g_lat = np.where(launched, runs.off[li] + g_lat, 0)
+        g_launch = np.where(launched, runs.head[li], -1)
+        del li, launched
+        if nh:
+            order = order[(order >= nh) | runs.looped[np.minimum(order, nh - 1)]]
     keys = sorted(extra)
     x_host = np.array(keys, np.int64)
     x_ptr, x_gpu = _csr([extra[k] for k in keys])
@@ -259,30 +301,21 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
     c_ptr, c_gpu = _csr(list(members))
     c_after = (np.concatenate([np.asarray(t, np.int64) for t in t_after]) if len(t_after)
                else np.zeros(0, np.int64))
-    g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur, g_floor = gpu
-    launched = np.asarray(g_launch) >= 0
-    li = np.maximum(g_launch, 0)
-    g_src = np.where(launched, src[li], 2 * nh)
-    g_soff = np.where(launched, soff[li] + np.asarray(g_lat, np.int64), g_floor)
-    del li, launched
-    t = np.zeros(2 * nh + 1, np.int64)
+    hs, he = np.zeros(nh, np.int64), np.zeros(nh, np.int64)
     gs, ge = np.zeros(n_gpu, np.int64), np.zeros(n_gpu, np.int64)
-    order = _ints(order)
-    args = (_ints(src), _i64(soff), _ints(h_tgt), _ints(h_ret), x_host, x_ptr, x_gpu,
-            _ints(g_src), _i64(g_soff), *map(_ints, (g_spred, g_qgap, g_xpred, g_xgap, g_dur)),
-            c_ptr, c_gpu, c_after, t, gs, ge)
-    ranges = ([] if lanes is None or LOOP.use_compiled(len(order))
-              else _op_ranges(order, nh, n_gpu, g_xpred))
+    args = (_ints(h_prev), np.ascontiguousarray(h_inside, dtype=bool), _i64(h_anchor),
+            *map(_ints, (h_gap, h_dur, h_tgt, h_ret)), x_host, x_ptr, x_gpu,
+            *map(_ints, (g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur)),
+            _i64(g_floor), c_ptr, c_gpu, c_after, hs, he, gs, ge)
+    ranges = _op_ranges(order, nh, n_gpu, g_xpred) if runs is not None and lanes is not None else []
     if ranges:
         _plain(order, ranges, np.asarray(lanes), nh, args)
     else:
         LOOP(len(order), order, *args)
-    # the items the loop skipped follow their run's head; ends of calls that do not block
-    # are their start plus their duration
-    rest = np.flatnonzero(~looped)
-    t[rest] = t[src[rest]] + soff[rest]
-    hs = t[:nh]
-    he = t[nh:2 * nh]
-    free = ~(np.asarray(h_tgt) >= 0)
-    he[free] = hs[free] + np.asarray(h_dur, np.int64)[free]
+    if runs is not None:        # the items the loop skipped follow their run's head
+        rest = np.flatnonzero(~runs.looped)
+        hs[rest] = hs[runs.head[rest]] + runs.off[rest]
+    # the end of a call that does not block: its start plus its duration (in place: 23 M
+    # items at 10 M kernels)
+    np.add(hs, h_dur, out=he, where=np.asarray(h_tgt) < 0)
     return hs, he, gs, ge
