@@ -168,6 +168,19 @@ def test_a_blocking_call_and_a_nested_call_start_new_runs():
     assert runs.off.tolist() == [0, 11, 0, 0, 11]
 
 
+def test_ops_without_host_items():
+    """A trace of kernels with no API calls: no runs to sum, the ops replay on their own."""
+    ng = 200
+    gpu = (np.full(ng, -1), np.zeros(ng, np.int64), np.arange(-1, ng - 1), np.full(ng, 3),
+           np.full(ng, -1), np.zeros(ng, np.int64), np.full(ng, 10), 1000 + 20 * np.arange(ng))
+    order = np.arange(ng)
+    e = np.zeros(0, np.int64)
+    _, _, gs, ge = sweep_mod.sweep(order, (e, np.zeros(0, bool), e, e, e, e, e), gpu, {}, ng,
+                                   chains=e, lanes=np.zeros(ng, np.int64))
+    _same((gs, ge), sweep_oracle.sweep(order, (e, np.zeros(0, bool), e, e, e, e, e), gpu, {}, ng)[2:])
+    assert gs[1] == 1020 and ge[-1] == 1000 + 20 * (ng - 1) + 10
+
+
 @needs_shared()
 @pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name)
 def test_real_traces_replay_as_before(path):

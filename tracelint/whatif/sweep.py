@@ -275,7 +275,7 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
     nh = len(h_prev)
     order = _ints(order)
     runs = None
-    if chains is not None and runs_plain(len(order)):
+    if chains is not None and nh and runs_plain(len(order)):
         runs = _runs(np.asarray(chains), h_prev, h_inside, h_gap, h_dur, h_tgt)
         # an item that is not anchored and does not follow a blocking call's end starts at
         # its predecessor's run head plus an offset: the loop's 'inside' case; a launch too
