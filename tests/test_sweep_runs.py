@@ -103,7 +103,13 @@ def test_runs_summed_equal_every_item_visited(seed, monkeypatch):
     for chains in (by_thread, None, rng.permutation(nh)):
         _same(sweep_mod.sweep(order, host, gpu, extra, ng, coll, chains=chains), want)
     runs = sweep_mod._runs(by_thread, *host[:2], *host[3:6])
-    assert runs.looped.sum() < nh       # some items follow their run's head unvisited
+    assert runs is not None and runs.looped.sum() < nh / 2     # most items follow their head
+    # with runs whatever their share, and with none at all
+    for share in (1.0, 0.0):
+        monkeypatch.setattr(sweep_mod, "LOOPED_AT_MOST", share)
+        _same(sweep_mod.sweep(order, host, gpu, extra, ng, coll, chains=rng.permutation(nh)),
+              want)
+    monkeypatch.setattr(sweep_mod, "LOOPED_AT_MOST", 0.5)
     # ranges of ops as arrays: by stream, and by lanes that are not streams (the loop then
     # replays the ranges whose links do not follow them)
     monkeypatch.setattr(sweep_mod, "OPS_AT_ONCE", 3)
@@ -111,6 +117,10 @@ def test_runs_summed_equal_every_item_visited(seed, monkeypatch):
     for lanes in (streams, rng.integers(0, 3, ng), np.zeros(ng, np.int64)):
         _same(sweep_mod.sweep(order, host, gpu, extra, ng, coll, chains=by_thread,
                               lanes=lanes), want)
+    monkeypatch.setattr(sweep_mod, "OPS_AT_MOST", 4)      # long ranges in pieces
+    assert max(b - a for a, b in sweep_mod._op_ranges(order, nh, ng, gpu[4])) <= 4
+    _same(sweep_mod.sweep(order, host, gpu, extra, ng, coll, chains=by_thread, lanes=streams),
+          want)
 
 
 def test_ops_in_a_range_are_one_running_maximum_per_stream():
@@ -157,12 +167,16 @@ def test_a_thread_of_plain_calls_is_one_run():
     assert (he - hs).tolist() == dur.tolist()
 
 
-def test_a_blocking_call_and_a_nested_call_start_new_runs():
+def test_a_blocking_call_and_a_nested_call_start_new_runs(monkeypatch):
     # 0 -> 1 (blocking on op 0) -> 2 after 1's end; 3 nested inside 2; 4 after 3
     prev = np.array([-1, 0, 1, 2, 3])
     inside = np.array([False, False, False, True, False])
     tgt = np.array([-1, 0, -1, -1, -1])
-    runs = sweep_mod._runs(np.arange(5), prev, inside, np.ones(5, np.int64), np.full(5, 10), tgt)
+    args = (np.arange(5), prev, inside, np.ones(5, np.int64), np.full(5, 10), tgt)
+    # four of five items would still be visited: not worth the passes
+    assert sweep_mod._runs(*args) is None
+    monkeypatch.setattr(sweep_mod, "LOOPED_AT_MOST", 1.0)
+    runs = sweep_mod._runs(*args)
     assert runs.looped.tolist() == [True, True, True, True, False]
     assert runs.head.tolist() == [0, 0, 2, 3, 3]
     assert runs.off.tolist() == [0, 11, 0, 0, 11]

@@ -181,9 +181,10 @@ class JobGraph:
         """Replay every rank together (plans: one per rank, the graphs' own when None)."""
         plans = plans or [Plan.of(g) for g in self.graphs]
         m = self._merge(plans)
-        order = self._order(m)
-        plain = runs_plain(len(order))
-        hs, he, gs, ge = sweep(order,
+        # the order's length, without holding the order here once sweep has filtered it
+        plain = runs_plain(self.nh + int(np.count_nonzero(m["h_target"] >= 0)) + self.ng
+                           + len(self.groups))
+        hs, he, gs, ge = sweep(self._order(m),
                                tuple(m[k] for k in ("h_prev", "h_inside", "h_anchor", "h_gap",
                                                     "h_dur", "h_target", "h_ret")),
                                tuple(m[k] for k in ("g_launch", "g_lat", "g_spred", "g_qgap",

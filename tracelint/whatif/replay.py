@@ -203,10 +203,10 @@ def replay(g: RunGraph, plan: Plan | None = None) -> Replay:
     # an op with no dependency at all keeps its traced start
     free = (p.g_launch < 0) & (p.g_spred < 0) & (p.g_xpred < 0)
     g_floor = np.where(free, g.g_start, -(1 << 62)).astype(np.int64)
-    order = _order(g, p)
-    plain = runs_plain(len(order))
-    hs, he, gs, ge = sweep(order, (g.h_prev, g.h_inside, g.h_start, p.h_gap, p.h_dur,
-                                   p.h_target, p.h_ret),
+    # the order's length, without holding the order here once sweep has filtered it
+    plain = runs_plain(g.n_host + int(np.count_nonzero(p.h_target >= 0)) + g.n_gpu)
+    hs, he, gs, ge = sweep(_order(g, p), (g.h_prev, g.h_inside, g.h_start, p.h_gap, p.h_dur,
+                                          p.h_target, p.h_ret),
                            (p.g_launch, p.g_lat, p.g_spred, p.g_qgap, p.g_xpred, p.g_xgap,
                             p.g_dur, g_floor), p.h_extra, g.n_gpu,
                            chains=g.h_chains if plain else None,

@@ -22,9 +22,14 @@ from ..jit import Loop
 #: Events from which a replay runs compiled when numba is installed: below this the plain loop
 #: (about 0.25 µs an event) costs less than loading the compiled one.
 COMPILE_FROM = 1_000_000
+#: The runs of calls (_runs) are used when the loop then visits at most this share of the host
+#: items (not with a sync after every launch, where nearly every item heads its own run).
+LOOPED_AT_MOST = 0.5
 #: Consecutive GPU ops in the event order from which the plain loop replays them as arrays
 #: (_ops_at_once): about 100 numpy calls of fixed cost against about 1 µs an op in the loop.
 OPS_AT_ONCE = 128
+#: and at most this many ops at once (a longer range is replayed in pieces)
+OPS_AT_MOST = 1 << 16
 
 
 def _pass(order, h_prev, h_inside, h_anchor, h_gap, h_dur, h_tgt, h_ret, x_host, x_ptr, x_gpu,
@@ -124,40 +129,72 @@ class Runs(NamedTuple):
     off: np.ndarray
 
 
-def _runs(chains, h_prev, h_inside, h_gap, h_dur, h_tgt) -> Runs:
+def _runs(chains, h_prev, h_inside, h_gap, h_dur, h_tgt) -> Runs | None:
     """Why: most host items are calls made one after another on a thread, none of them
     blocking, so each starts a fixed time after the one before (its duration plus the gap).
     Such a run is one cumulative sum; only its first item (its head) needs the loop, the rest
     follow it. On the reference Kineto trace 254,000 of 388,000 replay events are host
     starts, 74 of them heads. The loop visits heads and blocking calls (a blocking end reads
-    its call's start).
+    its call's start). None when the loop would still visit more than LOOPED_AT_MOST of the
+    items (a sync after every launch): the passes would cost more than they save.
 
     chains: the host items in an order where each run is contiguous (by thread, then time);
-    any order is correct, a bad one only makes more heads."""
+    any order is correct, a bad one only makes more heads. Temporaries are made in place
+    (about 30 bytes an item at the high-water mark: 7 M items at 3 M nsys kernels)."""
     nh = len(h_prev)
     prev = np.asarray(h_prev)
     q = np.maximum(prev, 0)
     blocking = np.asarray(h_tgt) >= 0
-    after = (prev >= 0) & ~np.asarray(h_inside, bool)
     cont = np.zeros(nh, bool)                # continues its predecessor's run
     cont[chains[1:]] = prev[chains[1:]] == chains[:-1]
-    cont &= after
+    cont &= ~np.asarray(h_inside, bool)
     cont &= ~blocking[q]
+    looped = ~cont
+    looped |= blocking
+    del blocking
+    if np.count_nonzero(looped) > LOOPED_AT_MOST * nh:
+        return None
     step = np.asarray(h_dur, np.int64)[q]    # from the predecessor's start
+    del q
     step += h_gap
     step[~cont] = 0
-    run_sum = np.cumsum(step[chains])        # in chain order
+    run_sum = step[chains]                   # in chain order
     del step
+    np.cumsum(run_sum, out=run_sum)
     at = np.arange(nh, dtype=chains.dtype)
     at[cont[chains]] = 0
+    del cont
     np.maximum.accumulate(at, out=at)        # each position's head position
+    head_sum = run_sum[at]
+    run_sum -= head_sum
+    del head_sum
     off = np.empty(nh, np.int64)             # the item's start minus its head's start
     off[chains] = run_sum
-    off[chains] -= run_sum[at]
     del run_sum
     head = np.empty(nh, chains.dtype)
     head[chains] = chains[at]
-    return Runs(~cont | blocking, head, off)
+    return Runs(looped, head, off)
+
+
+def _fold(runs: Runs, h_prev, h_inside, h_gap, h_dur, h_tgt) -> tuple[np.ndarray, ...]:
+    """(h_prev, h_inside, h_gap) for the loop with runs: an item that is not anchored and does
+    not follow a blocking call's end starts at its predecessor's run head plus an offset,
+    which is the loop's 'inside' case with the offset as its gap."""
+    inside = np.asarray(h_inside, bool)
+    q = np.maximum(h_prev, 0)
+    fold = np.asarray(h_tgt)[q] < 0
+    fold |= inside
+    fold &= np.asarray(h_prev) >= 0
+    gap = runs.off[q]
+    dur = np.asarray(h_dur)[q]
+    np.add(gap, dur, out=gap, where=~inside)
+    del dur
+    gap += h_gap
+    np.copyto(gap, h_gap, where=~fold)
+    prev = runs.head[q].astype(np.asarray(h_prev).dtype, copy=False)
+    del q
+    np.copyto(prev, h_prev, where=~fold)
+    return prev, inside | fold, gap
 
 
 def _op_ranges(order: np.ndarray, nh: int, ng: int, g_xpred: np.ndarray) -> list[tuple[int, int]]:
@@ -173,7 +210,11 @@ def _op_ranges(order: np.ndarray, nh: int, ng: int, g_xpred: np.ndarray) -> list
     breaks = np.flatnonzero(~is_op | waits)
     stops = np.append(breaks, len(order))[np.searchsorted(breaks, starts, side="right")]
     keep = stops - starts >= OPS_AT_ONCE
-    return list(zip(starts[keep].tolist(), stops[keep].tolist()))
+    # a long range in pieces: each piece's ops depend on the one before only through values
+    # final by then, and the array pass's temporaries stay small (3 M ops in one range cost
+    # 480 MB of them)
+    return [(a, min(a + OPS_AT_MOST, b)) for a, b in zip(starts[keep].tolist(), stops[keep].tolist())
+            for a in range(a, b, OPS_AT_MOST)]
 
 
 def _ops_at_once(ops, lanes, hs, g_launch, g_lat, g_spred, g_qgap, g_xpred, g_xgap, g_dur,
@@ -278,22 +319,17 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
     runs = None
     if chains is not None and nh and runs_plain(len(order)):
         runs = _runs(np.asarray(chains), h_prev, h_inside, h_gap, h_dur, h_tgt)
-        # an item that is not anchored and does not follow a blocking call's end starts at
-        # its predecessor's run head plus an offset: the loop's 'inside' case; a launch too
-        inside = np.asarray(h_inside, bool)
-        q = np.maximum(h_prev, 0)
-        fold = (np.asarray(h_prev) >= 0) & (inside | (np.asarray(h_tgt)[q] < 0))
-        h_gap = np.where(fold, runs.off[q] + np.where(inside, 0, np.asarray(h_dur, np.int64)[q])
-                         + h_gap, h_gap)
-        h_prev = np.where(fold, runs.head[q], h_prev)
-        h_inside = inside | fold
-        del q, fold, inside
-        launched = np.asarray(g_launch) >= 0
+    if runs is not None:
+        h_prev, h_inside, h_gap = _fold(runs, h_prev, h_inside, h_gap, h_dur, h_tgt)
+        launched = np.asarray(g_launch) >= 0     # a launch likewise: its head plus an offset
         li = np.maximum(g_launch, 0)
         g_lat = np.where(launched, runs.off[li] + g_lat, 0)
         g_launch = np.where(launched, runs.head[li], -1)
         del li, launched
-        order = order[(order >= nh) | runs.looped[np.minimum(order, nh - 1)]]
+        visit = np.ones(len(order) and int(order.max()) + 1, bool)    # by event id
+        visit[:nh] = runs.looped
+        order = order[visit[order]]
+        del visit
     keys = sorted(extra)
     x_host = np.array(keys, np.int64)
     x_ptr, x_gpu = _csr([extra[k] for k in keys])
@@ -313,9 +349,8 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
         _plain(order, ranges, np.asarray(lanes), nh, args)
     else:
         LOOP(len(order), order, *args)
-    if runs is not None:        # the items the loop skipped follow their run's head
-        rest = np.flatnonzero(~runs.looped)
-        hs[rest] = hs[runs.head[rest]] + runs.off[rest]
+    if runs is not None:        # the items the loop skipped follow their run's head (a visited
+        np.add(hs[runs.head], runs.off, out=hs)     # item is its own head, or has that start)
     # the end of a call that does not block: its start plus its duration (in place: 23 M
     # items at 10 M kernels)
     np.add(hs, h_dur, out=he, where=np.asarray(h_tgt) < 0)
