@@ -36,8 +36,10 @@ def visited(g) -> int | None:
     p = Plan.of(g)
     order = _order(g, p)
     nh = g.n_host
-    runs = sweep._runs(g.h_chains, g.h_prev, g.h_inside, p.h_gap, p.h_dur, p.h_target)
-    order = order[(order >= nh) | runs.looped[np.minimum(order, nh - 1)]] if nh else order
+    runs = sweep._runs(g.h_chains, g.h_prev, g.h_inside, p.h_gap, p.h_dur, p.h_target) \
+        if nh else None
+    if runs is not None:     # None: the runs would not pay, every host item is visited
+        order = order[(order >= nh) | runs.looped[np.minimum(order, nh - 1)]]
     in_ranges = sum(b - a for a, b in sweep._op_ranges(order, nh, g.n_gpu, p.g_xpred))
     return int(len(order) - in_ranges)
 
