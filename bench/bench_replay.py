@@ -19,8 +19,6 @@ from pathlib import Path
 
 os.environ["TRACELINT_JIT"] = "0"        # the plain path: what a default install runs
 
-import numpy as np  # noqa: E402
-
 import tracelint  # noqa: E402
 from tracelint.whatif import sweep  # noqa: E402
 from tracelint.whatif.graph import build  # noqa: E402
@@ -39,7 +37,7 @@ def visited(g) -> int | None:
     runs = sweep._runs(g.h_chains, g.h_prev, g.h_inside, p.h_gap, p.h_dur, p.h_target) \
         if nh else None
     if runs is not None:     # None: the runs would not pay, every host item is visited
-        order = order[(order >= nh) | runs.looped[np.minimum(order, nh - 1)]]
+        order = sweep._visited(order, runs)
     in_ranges = sum(b - a for a, b in sweep._op_ranges(order, nh, g.n_gpu, p.g_xpred))
     return int(len(order) - in_ranges)
 

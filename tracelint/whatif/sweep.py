@@ -197,6 +197,14 @@ def _fold(runs: Runs, h_prev, h_inside, h_gap, h_dur, h_tgt) -> tuple[np.ndarray
     return prev, inside | fold, gap
 
 
+def _visited(order: np.ndarray, runs: Runs) -> np.ndarray:
+    """The order without the host starts the runs fill in after the loop (a mask by event id:
+    no temporary the size of the order but booleans)."""
+    visit = np.ones(len(order) and int(order.max()) + 1, bool)
+    visit[:len(runs.looped)] = runs.looped
+    return order[visit[order]]
+
+
 def _op_ranges(order: np.ndarray, nh: int, ng: int, g_xpred: np.ndarray) -> list[tuple[int, int]]:
     """(a, b): ranges of at least OPS_AT_ONCE events of the order that are GPU ops only, none
     waiting for another stream's op but the first. Whatever such an op depends on is final
@@ -326,10 +334,7 @@ def sweep(order: np.ndarray, host: tuple, gpu: tuple, extra: dict, n_gpu: int,
         g_lat = np.where(launched, runs.off[li] + g_lat, 0)
         g_launch = np.where(launched, runs.head[li], -1)
         del li, launched
-        visit = np.ones(len(order) and int(order.max()) + 1, bool)    # by event id
-        visit[:nh] = runs.looped
-        order = order[visit[order]]
-        del visit
+        order = _visited(order, runs)
     keys = sorted(extra)
     x_host = np.array(keys, np.int64)
     x_ptr, x_gpu = _csr([extra[k] for k in keys])
