@@ -9,6 +9,7 @@ import time
 
 import pandas as pd
 
+from ..forking import load_workers
 from ..heap import trim
 from ..timeline.model import Timeline
 from .baseline import apply_baseline, read_baseline
@@ -16,8 +17,10 @@ from .config import Config
 from .context import Context
 from .finding import Finding
 from .job_context import JobContext
+from . import rule_processes
 from .report import Report, RuleInfo
 from .rule import Rule
+from .rule_processes import Checked
 
 
 def rule_info(rule: type[Rule]) -> RuleInfo:
@@ -65,51 +68,79 @@ TRIM_AFTER_S = 0.25
 
 def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = None,
               ncu: pd.DataFrame | None = None) -> Report:
-    """The trace-scope rules among `rules` that the config selects, over one Timeline."""
+    """The trace-scope rules among `rules` that the config selects, over one Timeline; on a
+    large trace, checked by two processes where the CLI allows it (engine/rule_processes)."""
     config = config or Config()
     config.validate(rules)
     selected = [r for r in rules if r.scope == "trace" and config.is_selected(r)]
     ctx = Context(tl, config, ncu)
-    findings: list[Finding] = []
-    skipped: dict[str, str] = {}
-    elapsed: dict[str, float] = {}
-    instances: dict[str, Rule] = {}
-    for rule_cls in selected:
+
+    def check_one(rule_cls: type[Rule], ctx: Context) -> Checked:
         why = applicable(rule_cls, tl)
         if why:
-            skipped[rule_cls.id] = why
-            continue
+            return Checked(skipped=why)
         t0 = time.perf_counter()
         rule = rule_cls(config.options_for(rule_cls))
         why = rule.applicable(ctx)
         if why:
-            skipped[rule_cls.id] = why
-            continue
-        findings += list(rule.check(ctx))
-        instances[rule_cls.id] = rule
-        elapsed[rule_cls.id] = time.perf_counter() - t0
-        if elapsed[rule_cls.id] > TRIM_AFTER_S:
+            return Checked(skipped=why)
+        found = list(rule.check(ctx))
+        elapsed = time.perf_counter() - t0
+        if elapsed > TRIM_AFTER_S:
             trim()           # a long rule's freed memory goes back to the OS before the next
+        return Checked(found, None, elapsed, rule)
+
+    base: list = []
+    if rule_processes.wanted(tl, load_workers()):
+        # while the worker finishes its rules, this process builds the base what-if
+        outcomes = rule_processes.check_in_two(
+            ctx, selected, check_one, lambda: base.append(base_whatif(tl, ctx)))
+    else:
+        outcomes = [check_one(r, ctx) for r in selected]
+    findings: list[Finding] = []
+    skipped: dict[str, str] = {}
+    elapsed: dict[str, float] = {}
+    instances: dict[str, object] = {}
+    for rule_cls, c in zip(selected, outcomes):
+        if c.skipped:
+            skipped[rule_cls.id] = c.skipped
+            continue
+        findings += c.findings
+        instances[rule_cls.id] = c.fixes
+        elapsed[rule_cls.id] = c.elapsed_s
     findings, suppressed = _accepted(findings, config)
     t0 = time.perf_counter()
-    ctx.release_rule_caches()        # the report makes them again, after the what-if's peak
-    projected = project(tl, findings, instances, ctx)
+    projected = project(tl, findings, instances, ctx, *base)
     elapsed["savings"] = time.perf_counter() - t0
     return Report(source=tl.meta.source, timeline=tl, findings=findings,
                   rules=[rule_info(r) for r in selected], skipped=skipped,
                   suppressed=suppressed, elapsed_s=elapsed, **projected)
 
 
-def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context) -> dict:
-    """Critical path and projected savings (engine/savings.py) for the report."""
-    from ..whatif.analysis import WhatIf
-    from .savings import explain_no_replay, project_savings
+def base_whatif(tl: Timeline, ctx: Context):
+    """The what-if graph with its base replay's critical path, built once the rules are done
+    (None for a trace without GPU work or runtime calls: nothing to replay)."""
+    ctx.release_rule_caches()        # the report makes them again, after the what-if's peak
     if not tl.has_gpu_activity and not len(tl.api_calls):
-        explain_no_replay(findings, instances, ctx)
-        return {}
+        return None
+    from ..whatif.analysis import WhatIf
     w = WhatIf(tl)
     path = w.critical_path_dict()
     w.release_base()                 # the replays with edits then run without its times
+    return w, path
+
+
+def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context,
+            base=False) -> dict:
+    """Critical path and projected savings (engine/savings.py) for the report; base: what
+    base_whatif returned, when it ran already."""
+    from .savings import explain_no_replay, project_savings
+    if base is False:
+        base = base_whatif(tl, ctx)
+    if base is None:
+        explain_no_replay(findings, instances, ctx)
+        return {}
+    w, path = base
     return {"saving_all_ns": project_savings(w, findings, instances, ctx), "critical_path": path}
 
 

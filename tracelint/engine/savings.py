@@ -11,6 +11,17 @@ from ..whatif.analysis import WhatIf
 from .finding import Finding
 
 
+def stated_fix(rule, finding: Finding, ctx) -> tuple:
+    """(edits, None) or (None, why not): the rule's fix of one finding. A rule's fix must never
+    break the lint, so an exception becomes the reason."""
+    if rule is None:
+        return None, "no rule instance to state the fix"
+    try:
+        return rule.fix_edits(finding, ctx)
+    except Exception as exc:
+        return None, f"the fix could not be stated ({type(exc).__name__})"
+
+
 def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ctx) -> int | None:
     """Fill saving_* on every finding; return saving_all_ns (all fixes together) or None
     when no fix could be replayed."""
@@ -18,14 +29,7 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
     all_edits: list = []
     replayed: list[int] = []
     for f in findings:
-        rule = rules.get(f.rule)
-        if rule is None:
-            f.saving_note = "no rule instance to state the fix"
-            continue
-        try:
-            edits, why = rule.fix_edits(f, ctx)
-        except Exception as exc:   # a rule's fix must never break the lint
-            edits, why = None, f"the fix could not be stated ({type(exc).__name__})"
+        edits, why = stated_fix(rules.get(f.rule), f, ctx)
         if not edits:
             f.saving_note = why or "the fix is not expressible as an edit of the run"
             continue
@@ -55,9 +59,5 @@ def explain_no_replay(findings: Iterable[Finding], rules: dict, ctx,
     for f in findings:
         if f.saving_ns is not None or f.saving_note:
             continue
-        rule = rules.get(f.rule)
-        try:
-            edits, note = rule.fix_edits(f, ctx) if rule else (None, "no rule instance to state the fix")
-        except Exception as exc:   # a rule's fix must never break the lint
-            edits, note = None, f"the fix could not be stated ({type(exc).__name__})"
+        edits, note = stated_fix(rules.get(f.rule), f, ctx)
         f.saving_note = why if edits else (note or "the fix is not expressible as an edit of the run")

@@ -1,0 +1,156 @@
+"""A large trace's rules checked by two processes (engine/rule_processes): the same report as
+one process on real traces, whichever process checked a rule; a worker that dies or a rule
+that fails in it leaves the result as one process would have made it."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import pytest
+
+import tracelint
+from tracelint import forking
+from tracelint.engine import rule_processes
+from tracelint.engine.config import Config
+from tracelint.api import available_rules
+from tracelint.engine.finding import Evidence, Finding, Layer, Where
+from tracelint.engine.rule import Rule
+from tracelint.engine.runner import run_rules
+
+from conftest import BUNDLED, REPO
+
+REAL = [BUNDLED / "torch" / "hta_alexnet_a100.json.gz",
+        BUNDLED / "torch" / "tracelens_h100_bert_small_inference.json.gz",
+        BUNDLED / "nsys" / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite",
+        BUNDLED / "nsys" / "nsys2022.4_local-cpu-nvtx-osrt_nogpu.sqlite",
+        REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz"]
+
+
+@pytest.fixture
+def two_processes(monkeypatch):
+    """Every trace counts as large and two processes are allowed."""
+    monkeypatch.setattr(rule_processes, "ROWS_AT_LEAST", 0)
+    forking.set_load_workers(2)
+    yield
+    forking.set_load_workers(1)
+
+
+def _report(tl, rules=None, config=None) -> dict:
+    d = json.loads(json.dumps(run_rules(tl, rules or available_rules(Config()), config).to_dict(),
+                              default=str))
+    d.pop("timing_s", None)
+    return d
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
+def test_two_processes_report_what_one_does(path, monkeypatch):
+    tl = tracelint.load(path)
+    one = _report(tl)
+    monkeypatch.setattr(rule_processes, "ROWS_AT_LEAST", 0)
+    forking.set_load_workers(2)
+    pids = []
+    real_check = rule_processes.check_in_two
+
+    def spy(*a, **kw):
+        pids.append(os.getpid())
+        return real_check(*a, **kw)
+
+    monkeypatch.setattr(rule_processes, "check_in_two", spy)
+    try:
+        two = _report(tl)
+    finally:
+        forking.set_load_workers(1)
+    assert pids, "the rules were not dealt to two processes"
+    assert two == one
+    if path.name.startswith("training_step"):      # planted: fixes stated in both processes
+        assert sum(f["saving_ns"] is not None for f in two["findings"]) >= 2
+
+
+def _tl():
+    return tracelint.load(REAL[0])
+
+
+@dataclass
+class _Opts:
+    pass
+
+
+def _rule(rule_id: str, check, fix=None):
+    """A trace-scope rule whose check (and fix_edits) run the given functions."""
+    attrs = {"id": rule_id, "slug": rule_id.lower(), "title": rule_id, "scope": "trace",
+             "Options": _Opts, "__doc__": f"{rule_id} test rule.",
+             "check": lambda self, ctx: check(self, ctx)}
+    if fix:
+        attrs["fix_edits"] = lambda self, f, ctx: fix(f, ctx)
+    return type(rule_id, (Rule,), attrs)
+
+
+def _finding(rule, ctx, n=1):
+    return [rule.finding(ctx, message=f"{rule.id} {i}", impact_ns=i, where=Where(),
+                         evidence={Layer.SYSTEM: Evidence.measured("test")}) for i in range(n)]
+
+
+def _bare(message: str) -> Finding:
+    return Finding(rule="XY1", slug="x", title="x", severity="info", message=message,
+                   impact_ns=0, span_ns=1, where=Where(), evidence={})
+
+
+def test_a_rule_whose_worker_dies_is_checked_here(two_processes):
+    parent = os.getpid()
+
+    def dies_in_worker(rule, ctx):
+        if os.getpid() != parent:
+            os._exit(3)              # the worker vanishes mid-rule
+        return _finding(rule, ctx, 2)
+
+    rules = [_rule(f"XY9{i:02d}", dies_in_worker) for i in range(6)]
+    cfg = Config(select=["ALL"])
+    rep = run_rules(_tl(), rules, cfg)
+    assert sorted(f.rule for f in rep.findings) == sorted(r.id for r in rules for _ in range(2))
+    assert set(rep.elapsed_s) >= {r.id for r in rules}
+
+
+def test_a_rule_that_fails_fails_the_lint_as_in_one_process(two_processes):
+    def fails(rule, ctx):
+        raise ValueError("broken rule")
+
+    rules = [_rule("XY950", lambda r, c: _finding(r, c)), _rule("XY951", fails),
+             _rule("XY952", lambda r, c: _finding(r, c))]
+    with pytest.raises(ValueError, match="broken rule"):
+        run_rules(_tl(), rules, Config(select=["ALL"]))
+
+
+def test_fixes_stated_in_the_worker_reach_the_savings(two_processes):
+    """A rule keeps state from its check for fix_edits; wherever it ran, its fix's failure
+    reads the same, and each finding gets its own rule's answer."""
+    def check(rule, ctx):
+        rule.seen = os.getpid()
+        return _finding(rule, ctx, 3)
+
+    def fix(f, ctx):
+        raise KeyError(f.message)
+
+    rules = [_rule(f"XY96{i}", check, fix) for i in range(4)]
+    cfg = Config(select=["ALL"])
+    tl = _tl()
+    two = [(f.rule, f.message, f.saving_note) for f in run_rules(tl, rules, cfg).findings]
+    forking.set_load_workers(1)
+    one = [(f.rule, f.message, f.saving_note) for f in run_rules(tl, rules, cfg).findings]
+    assert two == one
+    assert all(note == "the fix could not be stated (KeyError)" for *_, note in two)
+
+
+def test_stated_fixes_answer_by_finding():
+    a, b = _bare("a"), _bare("a")
+    fixes = rule_processes.StatedFixes([a, b], [(["edit a"], None), (None, "why b")])
+    assert fixes.fix_edits(b, None) == (None, "why b")
+    assert fixes.fix_edits(a, None) == (["edit a"], None)
+    assert fixes.fix_edits(_bare("a"), None)[0] is None
+
+
+def test_only_large_traces_with_two_processes_allowed_use_a_worker():
+    tl = _tl()
+    assert not rule_processes.wanted(tl, 2)               # small: one process
+    assert sum(tl.counts().values()) < rule_processes.ROWS_AT_LEAST
+    assert not rule_processes.wanted(tl, 1)

@@ -1,0 +1,150 @@
+"""A large trace's rules checked by two processes: this one and a forked worker that shares
+the loaded Timeline (copy-on-write), so one big trace uses a second core for its rules, not
+only for its load.
+
+Why dynamic dealing: a rule's cost depends on the trace, not on the rule alone (on the 287 MB
+reference TL001 and TL038 take 0.8 of the rules' 1.15 s, on other traces other rules lead), so
+each process takes the next rule no process has taken yet from one shared counter.
+
+Why two: the longest rule bounds the wall time, and on the reference it is 0.45 of all rules'
+time; a third process would hold a third copy of the rules' caches and gain little.
+
+A rule run in the worker also states its findings' fixes there (engine/savings.stated_fix),
+right after its check: some rules keep what their check found for fix_edits (TL038's regions),
+and only that process has it. The findings, their fixes and the rule's time come back pickled.
+If the worker fails in any way (a crash, memory, a result that cannot be pickled), this
+process checks the rules it had taken itself, so a rule's own error surfaces as in one process.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .finding import Finding
+
+#: Two processes check the rules of a trace of at least this many rows (all tables): below it
+#: forking and the worker's own cache building cost more than they save.
+ROWS_AT_LEAST = 200_000
+#: ... and of at most this many: above it memory, not time, runs out first. The worker builds
+#: its own copy of the rules' caches; a 2 GB Kineto trace (about 6 M rows) lints in 1.4 GiB in
+#: one process, and a 10 M-kernel nsys export (33 M rows) peaks at 4.2 GiB in its rules.
+ROWS_AT_MOST = 4_000_000
+
+
+@dataclass
+class Checked:
+    """One rule's outcome: its findings, or why it was skipped; its time; the object that
+    states its findings' fixes (the rule itself, or StatedFixes when a worker checked it)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    skipped: str | None = None
+    elapsed_s: float | None = None
+    fixes: object | None = None
+
+
+class StatedFixes:
+    """Stands in for a rule checked by the worker: its findings' fixes, stated there."""
+
+    def __init__(self, findings: list[Finding], fixes: list[tuple]):
+        self._pairs = list(zip(findings, fixes))    # pickled with the findings: same objects
+        self._by_id: dict[int, tuple] | None = None
+
+    def fix_edits(self, finding: Finding, ctx) -> tuple:
+        if self._by_id is None:
+            self._by_id = {id(f): fix for f, fix in self._pairs}
+        return self._by_id.get(id(finding), (None, "no rule instance to state the fix"))
+
+
+def wanted(tl, processes: int) -> bool:
+    """Whether this trace's rules are worth a second process: more than one allowed, fork
+    available, a large trace but not a huge one, and memory for the worker's own caches
+    (about the loaded tables' size again)."""
+    from ..forking import mp_context
+    if processes < 2 or mp_context().get_start_method() != "fork":
+        return False
+    if not ROWS_AT_LEAST <= sum(tl.counts().values()) <= ROWS_AT_MOST:
+        return False
+    avail, rss = _available_bytes(), _rss_bytes()
+    return avail is None or rss is None or avail >= 2 * rss
+
+
+def check_in_two(ctx, selected: list, check_one: Callable[[type, object], Checked],
+                 while_waiting: Callable[[], None] | None = None) -> list[Checked]:
+    """check_one(rule_cls, ctx) for every rule in `selected`, in this process and one forked
+    worker; the outcomes in the order of `selected`. while_waiting runs here once this
+    process has no rule left to take, before it waits for the worker."""
+    from ..forking import frozen_heap, mp_context
+    mp = mp_context()
+    counter = mp.Value("i", 0)
+    receive, send = mp.Pipe(duplex=False)
+    out: dict[int, Checked] = {}
+    with frozen_heap():
+        worker = mp.Process(target=_worker, args=(ctx, selected, check_one, counter, send),
+                            daemon=True)
+        worker.start()
+        send.close()
+        try:
+            for i in _taken(counter, len(selected)):
+                out[i] = check_one(selected[i], ctx)
+            if while_waiting is not None:
+                while_waiting()
+            out.update(receive.recv())
+        except (EOFError, OSError):
+            pass                      # the worker died: its rules are checked below
+        finally:
+            receive.close()
+            if worker.is_alive() and len(out) < len(selected):
+                worker.terminate()    # this process failed: nothing more is wanted from it
+            worker.join()
+    for i in range(len(selected)):
+        if i not in out:
+            out[i] = check_one(selected[i], ctx)
+    return [out[i] for i in range(len(selected))]
+
+
+def _taken(counter, n: int):
+    """The indices of the rules this process takes, one at a time, until none is left."""
+    while True:
+        with counter.get_lock():
+            i = counter.value
+            counter.value = i + 1
+        if i >= n:
+            return
+        yield i
+
+
+def _worker(ctx, selected: list, check_one, counter, send) -> None:
+    """In the forked worker: check the rules it takes, state their fixes, send all back."""
+    from .savings import stated_fix
+    out = {}
+    try:
+        for i in _taken(counter, len(selected)):
+            c = check_one(selected[i], ctx)
+            if c.fixes is not None:
+                c.fixes = StatedFixes(c.findings, [stated_fix(c.fixes, f, ctx) for f in c.findings])
+            out[i] = c
+        send.send(out)
+    except BaseException:    # noqa: BLE001 - the parent checks whatever did not come back
+        pass
+    finally:
+        send.close()
+
+
+def _available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
