@@ -70,10 +70,10 @@ def wanted(tl, processes: int) -> bool:
 
 
 def check_in_two(ctx, selected: list, check_one: Callable[[type, object], Checked],
-                 while_waiting: Callable[[], None] | None = None) -> list[Checked]:
+                 first: Callable[[], None] | None = None) -> list[Checked]:
     """check_one(rule_cls, ctx) for every rule in `selected`, in this process and one forked
-    worker; the outcomes in the order of `selected`. while_waiting runs here once this
-    process has no rule left to take, before it waits for the worker."""
+    worker; the outcomes in the order of `selected`. `first` runs here while the worker
+    starts on the rules; then this process takes rules too."""
     from ..forking import frozen_heap, mp_context
     mp = mp_context()
     counter = mp.Value("i", 0)
@@ -85,10 +85,10 @@ def check_in_two(ctx, selected: list, check_one: Callable[[type, object], Checke
         worker.start()
         send.close()
         try:
+            if first is not None:
+                first()
             for i in _taken(counter, len(selected)):
                 out[i] = check_one(selected[i], ctx)
-            if while_waiting is not None:
-                while_waiting()
             out.update(receive.recv())
         except (EOFError, OSError):
             pass                      # the worker died: its rules are checked below

@@ -92,9 +92,10 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
 
     base: list = []
     if rule_processes.wanted(tl, load_workers()):
-        # while the worker finishes its rules, this process builds the base what-if
+        # the worker starts on the rules while this process builds the base what-if
         outcomes = rule_processes.check_in_two(
             ctx, selected, check_one, lambda: base.append(base_whatif(tl, ctx)))
+        ctx.release_rule_caches()
     else:
         outcomes = [check_one(r, ctx) for r in selected]
     findings: list[Finding] = []
