@@ -43,6 +43,10 @@ from .nesting import nest
 
 CONTEXT = ("data_loading", "compilation", "gc", "logging")
 CATEGORIES = CONTEXT + ("sync", "cpu_op", "python", "annotation", "cuda_api", "unrecorded")
+#: The attribution works on category codes (indices into CATEGORIES), not strings per row.
+_CODE = {c: i for i, c in enumerate(CATEGORIES)}
+_IS_CONTEXT = np.isin(np.array(CATEGORIES, dtype=object), CONTEXT)
+_SYNC, _PYTHON = _CODE["sync"], _CODE["python"]
 #: Rows of a thread tested against the windows at a time (bounds the test's temporaries).
 ROWS_AT_ONCE = 1 << 20
 LABEL = {
@@ -203,24 +207,26 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends) -> HostIdle:
     cat, anchor, loc = _categorise(rows, parent)
     ms, me = intervals.merge(s, e)
     unrecorded = window - int(intervals.overlap_each(ws, we, ms, me).sum())
-    by_cat: dict[str, int] = {}
-    for c, v in pd.Series(excl).groupby(cat).sum().items():
-        by_cat[str(c)] = int(v)
+    per_cat = np.zeros(len(CATEGORIES), np.int64)
+    np.add.at(per_cat, cat, excl)
+    # every category present, even at 0 ns, by its name
+    by_cat = {CATEGORIES[c]: int(per_cat[c]) for c in sorted(np.unique(cat).tolist(),
+                                                               key=CATEGORIES.__getitem__)}
     if unrecorded > 0:
         by_cat["unrecorded"] = unrecorded
     out.by_category = by_cat
     per_anchor = np.zeros(len(s), np.int64)
     np.add.at(per_anchor, anchor, excl)
     a_rows = np.flatnonzero(per_anchor > 0)
-    names = rows["name"][_name_rows(rows, cat, anchor)[a_rows]]
-    df = pd.DataFrame({"row": a_rows, "cat": cat[a_rows], "name": names, "ns": per_anchor[a_rows]})
+    name_codes = rows["name"].codes[_name_rows(rows, cat, anchor)[a_rows]]
+    ns = per_anchor[a_rows]
     acts = []
-    for (c, n), g in df.groupby(["cat", "name"], sort=False):
-        best = int(g["row"].to_numpy()[int(np.argmax(g["ns"].to_numpy()))])
+    for at in _activity_groups(cat[a_rows], name_codes):    # by (category, name)
+        best = int(a_rows[at[int(np.argmax(ns[at]))]])
         l = loc[best]
-        r_s, r_e = s[g["row"].to_numpy()], e[g["row"].to_numpy()]
-        out.anchors[(str(c), str(n))] = (r_s, r_e)
-        acts.append(Activity(str(c), str(n), int(g["ns"].sum()),
+        c, n = CATEGORIES[cat[a_rows[at[0]]]], str(rows["name"].labels[name_codes[at[0]]])
+        out.anchors[(c, n)] = (s[a_rows[at]], e[a_rows[at]])
+        acts.append(Activity(c, n, int(ns[at].sum()),
                              *((str(rows["file"][l]), int(rows["line"][l]), str(rows["function"][l]))
                                if l >= 0 else (None, None, None)), start=int(s[best])))
     if unrecorded > 0:
@@ -230,17 +236,31 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends) -> HostIdle:
     return out
 
 
+def _activity_groups(cat: np.ndarray, name: np.ndarray) -> list[np.ndarray]:
+    """Positions of each distinct (category, name) pair, pairs in order of first appearance
+    and positions in order: a pandas group-by over the pairs cost 0.6 ms a group."""
+    key = cat.astype(np.int64) * (int(name.max()) + 1 if len(name) else 1) + name
+    group, _ = pd.factorize(key)                 # codes in order of first appearance
+    order = np.argsort(group, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(group[order])) + 1) if len(order) else []
+
+
 def other_threads(ctx, thread: tuple[int, int] | None, starts, ends, top: int = 3) -> list[tuple[tuple[int, int], int, "HostIdle"]]:
     """The other host threads that recorded work in the windows: ((pid, tid), ns covered by
     their recorded intervals, their own attribution), busiest first, at most `top`."""
     tl = ctx.tl
     ws, we = intervals.merge(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
-    parts = [tl.table(t)[["pid", "tid", "start", "end"]] for t in ("api_calls", "ranges", "python_frames")
-             if len(tl.table(t))]
-    if not parts or len(ws) == 0:
+    if len(ws) == 0:
+        return []
+    parts = []
+    for t in ("api_calls", "ranges", "python_frames"):     # their rows within the windows' span
+        df = tl.table(t)
+        if len(df):
+            on = (df["end"].to_numpy() > ws[0]) & (df["start"].to_numpy() < we[-1])
+            parts.append(df.loc[on, ["pid", "tid", "start", "end"]])
+    if not parts:
         return []
     allr = pd.concat(parts, ignore_index=True)
-    allr = allr[(allr["end"].to_numpy() > ws[0]) & (allr["start"].to_numpy() < we[-1])]
     if thread is not None:
         allr = allr[~((allr["pid"] == thread[0]) & (allr["tid"] == thread[1]))]
     out = []
@@ -322,7 +342,7 @@ def _name_rows(rows: dict, cat: np.ndarray, anchor: np.ndarray) -> np.ndarray:
     (`__next__` in dataloader.py), the outermost range of its activity inside it (the
     `enumerate(DataLoader)#...__next__` range), which names the work the same in both formats."""
     name_row = np.arange(len(anchor))
-    idx = np.flatnonzero((rows["src"] == 1) & (rows["src"][anchor] == 0) & np.isin(cat, CONTEXT))
+    idx = np.flatnonzero((rows["src"] == 1) & (rows["src"][anchor] == 0) & _IS_CONTEXT[cat])
     idx = idx[np.argsort(rows["start"][idx], kind="stable")][::-1]    # the earliest-starting wins
     name_row[anchor[idx]] = idx
     return name_row
@@ -427,15 +447,16 @@ def _depth(parent: np.ndarray, order: np.ndarray) -> np.ndarray:
 
 
 def _categorise(rows: dict, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row: effective category, anchor row (the range that names the activity) and the
+    """Per row: effective category (its code in CATEGORIES), anchor row (the range that names
+    the activity) and the
     innermost user Python frame around it (-1: none), top-down over the nesting."""
     n = len(parent)
     # names repeat: each distinct (source, name, file, kind) is classified once, and the rows
     # are mapped to it by codes (a Python step per row was 0.3 s per million rows)
     text = {k: (rows[k].codes, rows[k].labels) for k in ("name", "file", "kind")}
     key, first = row_codes(rows["src"], *(text[k][0] for k in ("name", "file", "kind")))
-    own = np.array([own_category(int(rows["src"][i]), rows["name"][i], rows["file"][i],
-                                 rows["kind"][i]) for i in first.tolist()], dtype=object)[key]
+    own = np.array([_CODE[own_category(int(rows["src"][i]), rows["name"][i], rows["file"][i],
+                                       rows["kind"][i])] for i in first.tolist()], np.int64)[key]
     file_code, files = text["file"]
     user_file = np.array([not classify.LIBRARY_CODE.search(str(f)) for f in files], dtype=bool)
     user = (rows["src"] == 0) & (rows["line"] >= 0) & user_file[file_code]
@@ -447,13 +468,13 @@ def _categorise(rows: dict, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray,
         i = np.flatnonzero(depth == d)
         p = parent[i]
         pc = cat[p]
-        inherit = np.isin(pc, CONTEXT) & (own[i] != "sync") & (~np.isin(own[i], CONTEXT) | (own[i] == pc))
+        inherit = _IS_CONTEXT[pc] & (own[i] != _SYNC) & (~_IS_CONTEXT[own[i]] | (own[i] == pc))
         cat[i[inherit]] = pc[inherit]
         anchor[i[inherit]] = anchor[p[inherit]]
         loc[i] = np.where(user[i], i, loc[p])
     # library Python (torch/nn/modules/module.py _call_impl, ...) counts for the user function
     # that called it: Python time is named by the user's own functions
-    lib = (rows["src"] == 0) & ~user & (cat == "python") & (loc >= 0)
-    lib &= cat[np.maximum(loc, 0)] == "python"
+    lib = (rows["src"] == 0) & ~user & (cat == _PYTHON) & (loc >= 0)
+    lib &= cat[np.maximum(loc, 0)] == _PYTHON
     anchor[lib] = loc[lib]
     return cat, anchor, loc
