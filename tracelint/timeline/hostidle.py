@@ -223,12 +223,13 @@ def attribute(ctx, thread: tuple[int, int] | None, starts, ends) -> HostIdle:
     acts = []
     for at in _activity_groups(cat[a_rows], name_codes):    # by (category, name)
         best = int(a_rows[at[int(np.argmax(ns[at]))]])
-        l = loc[best]
+        frame = loc[best]
         c, n = CATEGORIES[cat[a_rows[at[0]]]], str(rows["name"].labels[name_codes[at[0]]])
         out.anchors[(c, n)] = (s[a_rows[at]], e[a_rows[at]])
         acts.append(Activity(c, n, int(ns[at].sum()),
-                             *((str(rows["file"][l]), int(rows["line"][l]), str(rows["function"][l]))
-                               if l >= 0 else (None, None, None)), start=int(s[best])))
+                             *((str(rows["file"][frame]), int(rows["line"][frame]),
+                                str(rows["function"][frame])) if frame >= 0 else (None, None, None)),
+                             start=int(s[best])))
     if unrecorded > 0:
         acts.append(Activity("unrecorded", "", unrecorded))
     acts.sort(key=lambda a: (-a.ns, a.category, a.name))
