@@ -129,12 +129,18 @@ class CudaGraphOpportunity(Rule):
         for c in sig_cols:
             df[c] = k[c].to_numpy()[keep]
         df = df.sort_values(["device", "stream", "pos", "seg", "start"])
+        # each (device, stream, pos, seg) is one run of the sorted rows: sliced, not grouped
+        key = df[["device", "stream", "pos", "seg"]].to_numpy(np.int64)
+        cut = np.flatnonzero((key[1:] != key[:-1]).any(axis=1)) + 1
+        sigs = df[["name"] + sig_cols].to_numpy(np.int64)
+        row, start, end = (df[c].to_numpy() for c in ("row", "start", "end"))
         out = []
-        for (d, s, p, g), grp in df.groupby(["device", "stream", "pos", "seg"], sort=False):
-            sig = grp[["name"] + sig_cols].to_numpy(np.int64).tobytes()   # exact, no hash collisions
-            out.append({"device": int(d), "stream": int(s), "pos": int(p), "seg": int(g), "sig": sig,
-                        "n": len(grp), "start": int(grp["start"].min()), "end": int(grp["end"].max()),
-                        "rows": tuple(grp["row"].tolist())})
+        for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(df)]) if len(df) else ():
+            d, s, p, g = key[lo].tolist()
+            out.append({"device": d, "stream": s, "pos": p, "seg": g,
+                        "sig": sigs[lo:hi].tobytes(),        # exact, no hash collisions
+                        "n": int(hi - lo), "start": int(start[lo:hi].min()),
+                        "end": int(end[lo:hi].max()), "rows": tuple(row[lo:hi].tolist())})
         return pd.DataFrame(out)
 
     def _candidates(self, ctx) -> pd.DataFrame:
@@ -166,7 +172,7 @@ class CudaGraphOpportunity(Rule):
             small = ~big & (hi > lo)
             idle.append(int((hi[small] - lo[small]).sum() - ctx.busy_in(int(d), lo[small], hi[small]).sum()))
             window.append(int(sum(ke[p].max() - ks[p[0]] for p in pieces)))
-            runs.append(tuple(tuple(int(i) for i in p) for p in pieces))
+            runs.append(tuple(tuple(p.tolist()) for p in pieces))
         c = c.assign(idle=np.asarray(idle, np.int64), window=np.asarray(window, np.int64), runs=runs)
         return c[(c["idle"] > 0) & (c["idle"] >= opt.min_idle_share * np.maximum(c["window"], 1))]
 
