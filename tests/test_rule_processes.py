@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -94,6 +95,20 @@ def _finding(rule, ctx, n=1):
 def _bare(message: str) -> Finding:
     return Finding(rule="XY1", slug="x", title="x", severity="info", message=message,
                    impact_ns=0, span_ns=1, where=Where(), evidence={})
+
+
+def test_the_worker_checks_rules_and_its_findings_come_back(two_processes):
+    def where_checked(rule, ctx):
+        time.sleep(0.05)             # long enough for both processes to take rules
+        f = _finding(rule, ctx)[0]
+        f.key = str(os.getpid())
+        return [f]
+
+    rules = [_rule(f"XY8{i:02d}", where_checked) for i in range(8)]
+    rep = run_rules(_tl(), rules, Config(select=["ALL"]))
+    assert [f.rule for f in rep.findings] == [r.id for r in rules]      # in the rules' order
+    pids = {f.key for f in rep.findings}
+    assert str(os.getpid()) in pids and len(pids) == 2
 
 
 def test_a_rule_whose_worker_dies_is_checked_here(two_processes):
