@@ -110,9 +110,10 @@ def lint_and_report(traces: list[str], cfg: Config, fmt: Format = Format.termina
 def _run(traces: list[str], cfg: Config, fmt: Format, ncu: str | None, annotate: str | None,
          quiet: bool, jobs: int | None, dask: str | None):
     """One trace -> its Report; several ranks of a job -> the JobReport."""
-    from ..ranks.job import is_job_input, lint_job
+    from ..ranks.inputs import is_job_input
     progress = not quiet       # on stderr, and only when stderr is a terminal
     if dask or is_job_input(traces):
+        from ..ranks.job import lint_job
         if ncu or annotate:
             raise TracelintError("--ncu and --annotate apply to one trace; lint the rank's file alone")
         report = lint_job(traces, cfg, jobs=jobs, dask_address=dask, progress=progress)

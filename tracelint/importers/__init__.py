@@ -1,4 +1,8 @@
-"""Format detection by content (never by extension) and dispatch to one importer per format."""
+"""Format detection by content (never by extension) and dispatch to one importer per format.
+
+Imports nothing heavy at module level: the Timeline (pandas) comes with the importer that
+builds it, so that a parallel Kineto load forks its decoding workers before pandas is imported
+and this process imports it while they decode (kineto_parallel)."""
 from __future__ import annotations
 
 import os
@@ -8,10 +12,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from ..errors import TraceFormatError
 from .. import collector
-from ..timeline.model import Timeline
-from ..timeline.schema import TABLES, share_constant_columns
+
+if TYPE_CHECKING:
+    from ..timeline.model import Timeline
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -52,8 +59,12 @@ def json_flavour(head: bytes) -> str:
     Kineto (the default: its keys come in any order)."""
     if b'"rocprofiler-sdk-tool"' in head:
         return "rocprof-json"
-    from .jax_trace import looks_like_jax
     return "jax-json" if looks_like_jax(head) else "kineto-json"
+
+
+def looks_like_jax(head: bytes) -> bool:
+    """A trace-viewer JSON from jax.profiler: XPlane process names in the metadata events."""
+    return b'"/device:' in head or b'"/host:CPU"' in head
 
 
 def _gunzip_head(path: Path, size: int = 1 << 16) -> bytes:
@@ -126,6 +137,7 @@ def _load(p: Path, progress) -> Timeline:
     else:
         from .kineto_json import load_kineto
         tl = load_kineto(p, progress=progress)
+    from ..timeline.schema import TABLES, share_constant_columns
     tl.meta.source = str(path)
     for table in TABLES:
         setattr(tl, table, share_constant_columns(tl.table(table)))

@@ -35,11 +35,6 @@ DERIVED_LINES = ("XLA Modules", "XLA Ops", "Steps")
 _KV = re.compile(r"(\w+):([\w,.\-]+)")
 
 
-def looks_like_jax(head: bytes) -> bool:
-    """A trace-viewer JSON from jax.profiler: XPlane process names in the metadata events."""
-    return b'"/device:' in head or b'"/host:CPU"' in head
-
-
 def load_jax(path) -> Timeline:
     path = Path(path)
     try:

@@ -16,22 +16,22 @@ columns), kineto_columns (event chunks -> columns), kineto_tables (columns -> Ti
 kineto_meta (devices, versions, rank, notes, extras), kineto_ranges (large files by byte
 range); this one reads the file, decodes the top level and orders the steps.
 """
+from __future__ import annotations
+
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
 from ..errors import TraceFormatError
-from ..timeline.model import Timeline
 from .kineto_columns import Builder
-from .kineto_cupti import add_range_kernels
 from .kineto_events import FLOW_CATS, Event, Top
 from ..heap import trim
-from .kineto_memory import attach as attach_memory
-from .kineto_meta import TraceInfo, build_meta
-from .kineto_tables import build_timeline
 from .kineto_values import us_to_ns
+
+if TYPE_CHECKING:
+    from ..timeline.model import Timeline
 
 __all__ = ["load_kineto", "us_to_ns"]
 
@@ -58,13 +58,20 @@ def load_kineto(path, progress: Callable[[str, float], None] | None = None) -> T
         [e for e in map(dec, raws[lo:lo + CHUNK]) if e.cat in FLOW_CATS]
         for lo in sorted(set(build.flow_chunks))))
     specials = build.decode_specials()
-    info = TraceInfo(top, shapes=bool(top.record_shapes) or data.find(b'"Input Dims"') >= 0)
-    del raws, data, top, build.specials    # drop every view of the file buffer before the frames
-    return _finish(path, cols, specials, build, info, report)
+    shapes = bool(top.record_shapes) or data.find(b'"Input Dims"') >= 0
+    del raws, data, build.specials         # drop every view of the file buffer before the frames
+    return _finish(path, cols, specials, build, top, shapes, report)
 
 
-def _finish(path: Path, cols: dict, specials: list[dict], build: Builder, info: TraceInfo,
+def _finish(path: Path, cols: dict, specials: list[dict], build: Builder, top, shapes: bool,
             report) -> Timeline:
+    """The Timeline from the decoded columns. Its modules (pandas) are imported here, after the
+    decode: a parallel load forks its workers first (kineto_parallel)."""
+    from .kineto_cupti import add_range_kernels
+    from .kineto_memory import attach as attach_memory
+    from .kineto_meta import TraceInfo, build_meta
+    from .kineto_tables import build_timeline
+    info = TraceInfo(top, shapes=shapes)
     report("build", 0.0)
     tl = build_timeline(cols, specials, build)
     tl.meta = build_meta(path, info, tl, build, specials)
@@ -101,9 +108,8 @@ def _load_in_ranges(path: Path, report) -> Timeline | None:
     cols = build.columns()
     build.fill_correlation_from_flows(cols, lambda: kr.flow_events(
         path, ranges, firsts, build.flow_chunks, FLOW_CATS))
-    info = TraceInfo(top, shapes=bool(top.record_shapes) or shapes
-                      or top_bytes.find(b'"Input Dims"') >= 0)
-    return _finish(path, cols, specials, build, info, report)
+    shapes = bool(top.record_shapes) or shapes or top_bytes.find(b'"Input Dims"') >= 0
+    return _finish(path, cols, specials, build, top, shapes, report)
 
 
 def _decode_events(path: Path, raws: list, dec, build: Builder, report) -> None:

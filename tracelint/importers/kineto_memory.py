@@ -21,12 +21,14 @@ from __future__ import annotations
 from itertools import compress
 from operator import attrgetter
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
-from ..timeline.memory import enclosing_ops_categorical
-from ..timeline.schema import make_table
+import numpy as np
+
 from .kineto_values import int_col, us_to_ns
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MEMORY_NAME = "[memory]"
 MEMORY_CAT = "cpu_instant_event"
@@ -102,7 +104,12 @@ class MemoryColumns:
         self.seen += other.seen
 
     def table(self, ranges: pd.DataFrame) -> pd.DataFrame:
-        """The memory table, by ts; op: the innermost CPU op or annotation around each event."""
+        """The memory table, by ts; op: the innermost CPU op or annotation around each event.
+        (pandas is imported here, not with the module: a parallel load forks its decoding
+        workers before pandas is imported, kineto_parallel.)"""
+        import pandas as pd
+        from ..timeline.memory import enclosing_ops_categorical
+        from ..timeline.schema import make_table
         if not self.ts:
             return make_table("memory", {}, 0)
         ts, cols = np.concatenate(self.ts), np.concatenate(self.parts, axis=1)

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 from ..engine.config import Config
 from ..errors import TraceFormatError, TracelintError
 from ..forking import frozen_heap, mp_context, usable_cpus
+from .inputs import is_job_input
 from .report import JobReport
 from .summary import RankSummary, is_url, rank_from_name, summarize_source
 
@@ -38,16 +39,6 @@ Progress = Callable[[int, int, str], None]
 
 
 # ----- discovery -------------------------------------------------------------------------------
-def is_job_input(paths: Sequence[str]) -> bool:
-    """True when `tracelint lint` should analyse a job: several paths, a folder, a glob or an
-    fsspec URL (one local trace file keeps the per-trace path)."""
-    paths = [str(p) for p in paths]
-    if len(paths) != 1:
-        return True
-    p = paths[0]
-    return is_url(p) or any(ch in p for ch in "*?[") or Path(p).is_dir()
-
-
 
 def discover(paths: Sequence[str]) -> tuple[list[str], list[str]]:
     """(trace sources, notes): folders are listed (not recursively) and their files kept when

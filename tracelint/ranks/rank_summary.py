@@ -9,9 +9,10 @@ from typing import Any
 
 import pandas as pd
 
+from .inputs import is_url  # noqa: F401 - imported from here by the summaries
+
 _RANK_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?:of(\d+))?", re.I)
 _OF_NAME = re.compile(r"(?:^|[^a-z0-9])(\d+)of(\d+)(?:[^0-9]|$)", re.I)
-_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]+://|::")
 
 
 def rank_from_name(name: str) -> tuple[int | None, int | None]:
@@ -24,11 +25,6 @@ def rank_from_name(name: str) -> tuple[int | None, int | None]:
     if m and int(m.group(1)) < int(m.group(2)):
         return int(m.group(1)), int(m.group(2))
     return None, None
-
-
-def is_url(source: str) -> bool:
-    """True for an fsspec URL (s3://, gs://, memory://, file://, chained a::b)."""
-    return bool(_URL.search(str(source)))
 
 
 # ----- the summary ------------------------------------------------------------------------------
