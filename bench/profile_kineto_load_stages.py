@@ -4,13 +4,12 @@
 
 Prints a line per stage of `tracelint.load` on a large plain-JSON trace (the same columns as
 bench/profile_lint_stages.py: wall since start, CPU, RSS): planning the byte ranges, decoding
-(the parent's share when WORKERS > 1), waiting for the workers' columns, merging, and building
-the tables. A forked worker prints its own lines (its decode, with its own CPU and RSS). The
-serial stages bound what more processes can gain (docs/performance-history.md, "Eighth pass").
+(one process), importing the table builders while the workers decode (WORKERS > 1), waiting
+for the workers' columns, merging, and building the tables. The serial stages bound what more
+processes can gain (docs/performance-history.md, "Eighth pass").
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import sys
 import time
 from pathlib import Path
@@ -24,16 +23,22 @@ def main(path: str, workers: int) -> None:
     keep_freed_pages()
     import tracelint
     from tracelint import forking
+    from multiprocessing.connection import Connection
+
     from tracelint.importers import kineto_columns as kc
-    from tracelint.importers import kineto_json as kj
+    from tracelint.importers import kineto_memory as km
+    from tracelint.importers import kineto_meta as kmeta
     from tracelint.importers import kineto_parallel as kp
     from tracelint.importers import kineto_ranges as kr
+    from tracelint.importers import kineto_tables as kt
 
-    for owner, name in ((kr, "plan"), (kr, "decode_in_ranges"), (kp, "_merge"),
+    for owner, name in ((kr, "plan"), (kp, "_warm_imports"), (kp, "_merge_all"),
                         (kc.Builder, "columns"), (kc.Builder, "fill_correlation_from_flows"),
-                        (kj, "build_timeline"), (kj, "build_meta"), (kj, "attach_memory")):
+                        (kt, "build_timeline"), (kmeta, "build_meta"), (km, "attach")):
         stages._wrap(owner, name, name)
-    stages._wrap(cf.Future, "result", "wait for a worker's columns")
+    if workers < 2:
+        stages._wrap(kr, "decode_in_ranges", "decode_in_ranges")
+    stages._wrap(Connection, "recv", "wait for a worker's columns")
     forking.set_load_workers(workers)
     stages.T0 = time.perf_counter()
     stages.mark("begin")

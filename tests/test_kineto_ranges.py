@@ -152,7 +152,7 @@ def test_worker_processes_equal_one_process(tmp_path, monkeypatch, name, range_b
     monkeypatch.setattr(kr, "STREAM_MIN", 0)
     monkeypatch.setattr(forking, "_LOAD_WORKERS", 3)
     _, ranges = kr.plan(path, path.stat().st_size)
-    assert len(kp.groups(ranges, 3)) == 3
+    assert len(ranges) >= 6
     by_workers = kj._load_in_ranges(path, lambda stage, fraction: None)
     assert by_workers is not None
     monkeypatch.setattr(forking, "_LOAD_WORKERS", 1)
@@ -160,13 +160,47 @@ def test_worker_processes_equal_one_process(tmp_path, monkeypatch, name, range_b
     _assert_same(by_workers, kj.load_kineto(path))
 
 
-def test_groups_are_contiguous_and_balanced():
-    from tracelint.importers.kineto_parallel import groups
-    ranges = [(i * 10, i * 10 + 10) for i in range(10)]
-    got = groups(ranges, 3)
-    assert [r for g in got for r in g] == ranges
-    assert [len(g) for g in got] == [4, 3, 3]
-    assert groups(ranges[:1], 4) == [ranges[:1]]
+def test_ranges_are_dealt_to_every_process_and_a_dead_worker_s_are_decoded_here(tmp_path,
+                                                                                monkeypatch):
+    """Each process takes the next range: the workers and this process all decode some; a
+    worker that dies mid-range leaves its ranges to this process, with the same Timeline."""
+    import os
+    from tracelint.importers import kineto_parallel as kp
+    path = _plain(tmp_path, "hta_v100_rank1of2.json.gz")
+    monkeypatch.setattr(kr, "RANGE_BYTES", 400_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    monkeypatch.setattr(forking, "_LOAD_WORKERS", 3)
+    parent, by = os.getpid(), {}
+    decode_one = kp._decode_one
+
+    def recording(p, rng):
+        got = decode_one(p, rng)
+        got["decoded_by"] = os.getpid()
+        return got
+
+    monkeypatch.setattr(kp, "_decode_one", recording)
+    merge_all = kp._merge_all
+    monkeypatch.setattr(kp, "_merge_all", lambda b, parts: (
+        by.update(enumerate(p.pop("decoded_by") for p in parts)) or merge_all(b, parts)))
+    dealt = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert parent in by.values() and len(set(by.values())) == 3
+
+    def dies_in_worker(p, rng):
+        if os.getpid() != parent:
+            os._exit(3)
+        return recording(p, rng)
+
+    by.clear()
+    monkeypatch.setattr(kp, "_decode_one", dies_in_worker)
+    rescued = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert set(by.values()) == {parent}
+    rescued.meta.load_s = dealt.meta.load_s
+    _assert_same(rescued, dealt)
+    monkeypatch.setattr(forking, "_LOAD_WORKERS", 1)
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    one = kj.load_kineto(path)
+    one.meta.load_s = dealt.meta.load_s
+    _assert_same(dealt, one)
 
 
 @pytest.mark.parametrize("odd", [{"ph": "Q"}, {}], ids=["unknown phase", "no phase"])
@@ -234,3 +268,34 @@ def test_cli_loads_with_the_usable_cpus_a_library_call_with_one(tmp_path, monkey
     assert used == [4, 2]
     by_cli.meta.load_s = one.meta.load_s       # the load's own wall time
     _assert_same(by_cli, one)
+
+
+FORKS_FIRST = r"""
+import sys
+from tracelint.importers import kineto_parallel as kp, kineto_ranges as kr
+kr.STREAM_MIN, kr.RANGE_BYTES = 0, 400_000
+warm = kp._warm_imports
+def watched():
+    print("pandas imported before the workers forked:", "pandas" in sys.modules, file=sys.stderr,
+          flush=True)
+    warm()
+kp._warm_imports = watched
+from tracelint.cli.app import run
+sys.argv = ["tracelint", "lint", sys.argv[1], "-f", "json", "-o", sys.argv[2], "--fail-on",
+            "never", "--jobs", "2"]
+run()
+"""
+
+
+def test_the_command_forks_its_decoders_before_it_imports_pandas(tmp_path):
+    """`tracelint lint FILE` imports nothing heavy before the load: the decoding workers fork
+    first and this process imports pandas (0.2 s) while they decode. A module that imports
+    pandas on the way (a job check, a format sniff) would put that time back on the path."""
+    import subprocess
+    import sys
+    path = _plain(tmp_path, "hta_v100_rank1of2.json.gz")
+    out = tmp_path / "report.json"
+    res = subprocess.run([sys.executable, "-c", FORKS_FIRST, str(path), str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert "pandas imported before the workers forked: False" in res.stderr, res.stderr[-2000:]
+    assert json.loads(out.read_text())["findings"]

@@ -135,14 +135,17 @@ class Builder:
         for k, v in c.items():
             self.parts[table][k].append(v)
 
-    def columns(self) -> dict[str, dict[str, np.ndarray]]:
+    def columns(self, single_as_is: bool = False) -> dict[str, dict[str, np.ndarray]]:
         """Each column concatenated once; its chunk parts are dropped as it is made, and their
-        memory goes back to the OS after each table (tracelint.heap)."""
+        memory goes back to the OS after each table (tracelint.heap). single_as_is: a column
+        of one part is that part, not a copy (one range of a parallel load, merged later)."""
         out = {}
         for t in list(self.parts):
             c = self.parts.pop(t)
-            out[t] = {k: np.concatenate(c.pop(k)) for k in list(c)}
-            trim()
+            out[t] = {k: np.ascontiguousarray(v[0]) if single_as_is and len(v) == 1
+                      else np.concatenate(v) for k, v in ((k, c.pop(k)) for k in list(c))}
+            if not single_as_is:
+                trim()
         return out
 
     def decode_specials(self) -> list[dict]:

@@ -1,22 +1,26 @@
-"""One large Kineto file decoded by several processes: contiguous groups of byte ranges, one
-group per process, merged into one Builder in file order.
+"""One large Kineto file decoded by several processes, each taking the next byte range from one
+shared counter; the ranges' columns merged into one Builder in file order.
 
 Decoding a range and turning its events into columns depend on nothing outside the range
 (row order within a table does not depend on how the events were cut into chunks:
-kineto_columns.Builder.add_chunk), so each process builds its own columns with its own name
+kineto_columns.Builder.add_chunk), so each range gets its own Builder with its own name
 vocabulary; the merge renumbers names and category ranks into the parent's numbering (the
 order of first appearance in the file, as one process would have numbered them) and appends
-the columns in group order. The parent decodes the first group itself while the workers
-(forked where the OS can, so they start with the parent's imports) decode the others; each
-worker sends back only its columns and the few lists the Builder keeps, the columns through
-shared memory where it can (tracelint.shared_result).
+the columns in range order. Workers fork (where the OS can: they start with the parent's
+imports) and send back their ranges' columns and the few lists a Builder keeps, the columns
+through shared memory where it can (tracelint.shared_result).
+
+Why a counter, not fixed shares: the parent has more to do than decode. It imports pandas and
+the table builders while the workers start (the command imports nothing heavy before the load,
+importers/__init__), and on a shared 2-CPU host one process is often slowed for a while; with
+fixed halves the load waited for the slower half. Each process now takes ranges until none
+is left, so they finish together. A worker that fails leaves its ranges to the parent.
 
 The number of processes: `tracelint.forking.set_load_workers(n)` (the CLI: the usable CPUs,
 at most 4, or `--jobs N`); a library call decodes in its own process unless it sets more.
 """
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -26,74 +30,109 @@ from ..forking import frozen_heap, mp_context
 from . import kineto_ranges as kr
 from .kineto_columns import Builder
 
-def groups(ranges: list[tuple[int, int]], n: int) -> list[list[tuple[int, int]]]:
-    """ranges cut into at most n contiguous groups of about equal bytes (a larger share for the
-    parent measured no faster, 1.42 s against 1.37 s, when workers still pickled their
-    columns; now they cost the parent 0.02-0.035 s to receive)."""
-    total = sum(b - a for a, b in ranges)
-    out: list[list[tuple[int, int]]] = [[]]
-    done = 0
-    for a, b in ranges:
-        if out[-1] and done >= total * len(out) / n and len(out) < n:
-            out.append([])
-        out[-1].append((a, b))
-        done += b - a
-    return out
-
-
-def _decode_group(path: str, ranges: list[tuple[int, int]], fd: int | None):
-    """In a worker: one group's columns and what the Builder kept, ready to merge (sent
-    through the memory file fd where there is one)."""
-    build = Builder()
-    specials, firsts, shapes = kr.decode_in_ranges(Path(path), ranges, build,
-                                                   lambda stage, fraction: None)
-    return shared_result.send({
-        "cols": build.columns(), "vocab": {t: list(v) for t, v in build.vocab.items()},
-        "cats": list(build.cat_rank), "counts": dict(build.cat_counts),
-        "specials": specials, "firsts": firsts, "shapes": shapes,
-        "flow_chunks": build.flow_chunks, "op_inputs": build.op_inputs,
-        "call_stacks": build.call_stacks, "window": build.window,
-        "bad_ts": build.bad_ts, "non_x": build.non_x, "memory": build.memory}, fd)
-
 
 def decode_parallel(path: Path, ranges: list[tuple[int, int]], build: Builder, report, n: int):
     """kineto_ranges.decode_in_ranges over n processes; the same result, merged into build."""
-    parts = groups(ranges, n)
-    if len(parts) < 2:
+    n = min(n, len(ranges))
+    if n < 2:
         return kr.decode_in_ranges(path, ranges, build, report)
     with frozen_heap():
-        return _decode_with(mp_context(), path, parts, build, report)
+        return _decode_with(mp_context(), path, ranges, build, report, n)
 
 
-def _decode_with(ctx, path: Path, parts: list, build: Builder, report):
-    fds = [shared_result.open_file() if ctx.get_start_method() == "fork" else None
-           for _ in parts[1:]]                      # opened before the workers fork
+def _decode_with(ctx, path: Path, ranges: list, build: Builder, report, n: int):
+    counter = ctx.Value("i", 0)
+    workers = []
     try:
-        with ProcessPoolExecutor(max_workers=len(parts) - 1, mp_context=ctx) as pool:
-            futures = [pool.submit(_decode_group, str(path), g, fd)
-                       for g, fd in zip(parts[1:], fds)]
-            return _collect(path, parts[0], futures, fds, build, report)
+        for _ in range(n - 1):
+            fd = shared_result.open_file() if ctx.get_start_method() == "fork" else None
+            receive, send = ctx.Pipe(duplex=False)
+            w = ctx.Process(target=_worker, args=(str(path), ranges, counter, send, fd),
+                            daemon=True)
+            w.start()
+            send.close()
+            workers.append((w, receive, fd))
+        _warm_imports()                  # while the workers start decoding
+        done = {}
+        for i in _taken(counter, len(ranges)):
+            done[i] = _decode_one(path, ranges[i])
+            report("decode", min(1.0, counter.value / len(ranges)))
+        for w, receive, fd in workers:
+            try:
+                done.update(shared_result.receive(receive.recv(), fd))
+            except (EOFError, OSError):
+                pass                     # a worker died: its ranges are decoded below
+        for i in range(len(ranges)):
+            if i not in done:
+                done[i] = _decode_one(path, ranges[i])
     finally:
-        for fd in fds:
+        for w, receive, fd in workers:
+            receive.close()
+            if w.is_alive():
+                w.terminate()
+            w.join()
             shared_result.close(fd)
+    return _merge_all(build, [done[i] for i in range(len(ranges))])
 
 
-def _collect(path: Path, first: list, futures: list, fds: list, build: Builder, report):
-    """Decode the first group here, then merge each worker's group in file order."""
-    specials, firsts, shapes = kr.decode_in_ranges(path, first, build, report)
-    count = sum(build.cat_counts.values())
-    for fut, fd in zip(futures, fds):
-        got = shared_result.receive(fut.result(), fd)
+def _warm_imports() -> None:
+    """The modules that build the Timeline from the columns (pandas among them): imported by
+    this process while the workers decode, instead of after."""
+    from . import kineto_meta, kineto_tables  # noqa: F401
+
+
+def _taken(counter, n: int):
+    """The indices of the ranges this process takes, one at a time, until none is left."""
+    while True:
+        with counter.get_lock():
+            i = counter.value
+            counter.value = i + 1
+        if i >= n:
+            return
+        yield i
+
+
+def _decode_one(path: Path, rng: tuple[int, int]) -> dict:
+    """One range's columns and what its Builder kept, ready to merge."""
+    build = Builder()
+    specials, _, shapes = kr.decode_in_ranges(path, [rng], build, lambda stage, fraction: None)
+    return {"cols": build.columns(single_as_is=True), "vocab": {t: list(v) for t, v in build.vocab.items()},
+            "cats": list(build.cat_rank), "counts": dict(build.cat_counts),
+            "specials": specials, "shapes": shapes,
+            "flow_chunks": build.flow_chunks, "op_inputs": build.op_inputs,
+            "call_stacks": build.call_stacks, "window": build.window,
+            "bad_ts": build.bad_ts, "non_x": build.non_x, "memory": build.memory}
+
+
+def _worker(path: str, ranges: list, counter, send, fd) -> None:
+    """In a worker: decode the ranges it takes; send {index: result} (through the memory file
+    fd where there is one), or nothing when a range does not decode (the parent decodes it
+    and raises the error itself)."""
+    try:
+        out = {i: _decode_one(Path(path), ranges[i]) for i in _taken(counter, len(ranges))}
+        send.send(shared_result.send(out, fd))
+    except BaseException:   # noqa: BLE001 - the parent decodes whatever did not come back
+        pass
+    finally:
+        send.close()
+
+
+def _merge_all(build: Builder, parts: list[dict]):
+    """Every range's result appended to build in file order: (specials, first event index of
+    each range, whether an op had "Input Dims")."""
+    specials, firsts, shapes, count = [], [], False, 0
+    for got in parts:
         specials += got["specials"]
-        firsts += [count + f for f in got["firsts"]]
+        firsts.append(count)
         shapes |= got["shapes"]
         count += _merge(build, got, count)
+    build.saw_dims = shapes
     return specials, firsts, shapes
 
 
 def _merge(build: Builder, got: dict, offset: int) -> int:
-    """Append one group's result to build, renumbering names and category ranks; returns the
-    group's event count."""
+    """Append one range's result to build, renumbering names and category ranks; returns the
+    range's event count."""
     ranks = np.array([build.cat_rank.setdefault(c, len(build.cat_rank)) for c in got["cats"]]
                      or [0], np.int32)
     for cat, k in got["counts"].items():
