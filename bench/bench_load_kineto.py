@@ -42,6 +42,7 @@ if mode != "json":
     import tracelint
     from tracelint import forking
     from tracelint.importers import kineto_ranges
+    from tracelint.importers import kineto_tables  # noqa: F401 - pandas: imports not timed
     if mode == "whole":          # the whole-buffer path, for comparison
         kineto_ranges.STREAM_MIN = 1 << 62
     if mode.startswith("workers"):   # workersN: the byte ranges decoded by N processes
