@@ -1,11 +1,13 @@
-"""Worker processes that fork from this one: how many, which start method, and a heap the
-workers do not copy. Used by the parallel Kineto load (importers/kineto_parallel) and
-`lint DIR --jobs N` (ranks/job)."""
+"""Worker processes that fork from this one: how many, which start method, a heap the
+workers do not copy, and work dealt item by item to this process and a worker. Used by the
+parallel Kineto load (importers/kineto_parallel), a large trace's rules and fixes' replays
+(engine/rule_processes, engine/savings) and `lint DIR --jobs N` (ranks/job)."""
 from __future__ import annotations
 
 import contextlib
 import gc
 import os
+from typing import Callable
 
 #: Processes that one large file's load may use (importers/kineto_parallel). A library call
 #: loads in its own process unless it asks for more; the CLI uses the usable CPUs.
@@ -58,3 +60,60 @@ def frozen_heap():
         yield
     finally:
         gc.unfreeze()
+
+
+def taken(counter, n: int):
+    """The items this process takes from a shared counter (multiprocessing Value), one at a
+    time, until none of the n is left."""
+    while True:
+        with counter.get_lock():
+            i = counter.value
+            counter.value = i + 1
+        if i >= n:
+            return
+        yield i
+
+
+def deal_in_two(n: int, do: Callable[[int, bool], object],
+                first: Callable[[], None] | None = None) -> list:
+    """do(i, in_worker) for every i < n, by this process and one forked worker, each taking
+    the next item from a shared counter: items cost what they cost (a rule on one trace, a
+    replay with one fix), so neither process waits for the other while items are left. The
+    results in item order. `first` runs here while the worker starts. The worker's results
+    come back pickled; if it fails in any way (a crash, memory, a result that cannot be
+    pickled), this process does the items it had taken, so an item's own error is raised here
+    as in one process. Needs the fork start method (the worker shares this heap)."""
+    mp = mp_context()
+    counter = mp.Value("i", 0)
+    receive, send = mp.Pipe(duplex=False)
+    out: dict[int, object] = {}
+    with frozen_heap():
+        worker = mp.Process(target=_deal_worker, args=(n, do, counter, send), daemon=True)
+        worker.start()
+        send.close()
+        try:
+            if first is not None:
+                first()
+            for i in taken(counter, n):
+                out[i] = do(i, False)
+            out.update(receive.recv())
+        except (EOFError, OSError):
+            pass                      # the worker died: its items are done below
+        finally:
+            receive.close()
+            if worker.is_alive() and len(out) < n:
+                worker.terminate()    # this process failed: nothing more is wanted from it
+            worker.join()
+    for i in range(n):
+        if i not in out:
+            out[i] = do(i, False)
+    return [out[i] for i in range(n)]
+
+
+def _deal_worker(n: int, do, counter, send) -> None:
+    try:
+        send.send({i: do(i, True) for i in taken(counter, n)})
+    except BaseException:    # noqa: BLE001 - the parent does whatever did not come back
+        pass
+    finally:
+        send.close()

@@ -71,64 +71,20 @@ def wanted(tl, processes: int) -> bool:
 
 def check_in_two(ctx, selected: list, check_one: Callable[[type, object], Checked],
                  first: Callable[[], None] | None = None) -> list[Checked]:
-    """check_one(rule_cls, ctx) for every rule in `selected`, in this process and one forked
-    worker; the outcomes in the order of `selected`. `first` runs here while the worker
-    starts on the rules; then this process takes rules too."""
-    from ..forking import frozen_heap, mp_context
-    mp = mp_context()
-    counter = mp.Value("i", 0)
-    receive, send = mp.Pipe(duplex=False)
-    out: dict[int, Checked] = {}
-    with frozen_heap():
-        worker = mp.Process(target=_worker, args=(ctx, selected, check_one, counter, send),
-                            daemon=True)
-        worker.start()
-        send.close()
-        try:
-            if first is not None:
-                first()
-            for i in _taken(counter, len(selected)):
-                out[i] = check_one(selected[i], ctx)
-            out.update(receive.recv())
-        except (EOFError, OSError):
-            pass                      # the worker died: its rules are checked below
-        finally:
-            receive.close()
-            if worker.is_alive() and len(out) < len(selected):
-                worker.terminate()    # this process failed: nothing more is wanted from it
-            worker.join()
-    for i in range(len(selected)):
-        if i not in out:
-            out[i] = check_one(selected[i], ctx)
-    return [out[i] for i in range(len(selected))]
-
-
-def _taken(counter, n: int):
-    """The indices of the rules this process takes, one at a time, until none is left."""
-    while True:
-        with counter.get_lock():
-            i = counter.value
-            counter.value = i + 1
-        if i >= n:
-            return
-        yield i
-
-
-def _worker(ctx, selected: list, check_one, counter, send) -> None:
-    """In the forked worker: check the rules it takes, state their fixes, send all back."""
+    """check_one(rule_cls, ctx) for every rule in `selected`, dealt to this process and one
+    forked worker (forking.deal_in_two); the outcomes in the order of `selected`. `first`
+    runs here while the worker starts on the rules; then this process takes rules too. A rule
+    checked in the worker states its findings' fixes there (StatedFixes)."""
+    from ..forking import deal_in_two
     from .savings import stated_fix
-    out = {}
-    try:
-        for i in _taken(counter, len(selected)):
-            c = check_one(selected[i], ctx)
-            if c.fixes is not None:
-                c.fixes = StatedFixes(c.findings, [stated_fix(c.fixes, f, ctx) for f in c.findings])
-            out[i] = c
-        send.send(out)
-    except BaseException:    # noqa: BLE001 - the parent checks whatever did not come back
-        pass
-    finally:
-        send.close()
+
+    def check(i: int, in_worker: bool) -> Checked:
+        c = check_one(selected[i], ctx)
+        if in_worker and c.fixes is not None:
+            c.fixes = StatedFixes(c.findings, [stated_fix(c.fixes, f, ctx) for f in c.findings])
+        return c
+
+    return deal_in_two(len(selected), check, first)
 
 
 def _available_bytes() -> int | None:

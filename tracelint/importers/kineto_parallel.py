@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import shared_result
-from ..forking import frozen_heap, mp_context
+from ..forking import frozen_heap, mp_context, taken
 from . import kineto_ranges as kr
 from .kineto_columns import Builder
 
@@ -54,7 +54,7 @@ def _decode_with(ctx, path: Path, ranges: list, build: Builder, report, n: int):
             workers.append((w, receive, fd))
         _warm_imports()                  # while the workers start decoding
         done = {}
-        for i in _taken(counter, len(ranges)):
+        for i in taken(counter, len(ranges)):
             done[i] = _decode_one(path, ranges[i])
             report("decode", min(1.0, counter.value / len(ranges)))
         for w, receive, fd in workers:
@@ -81,17 +81,6 @@ def _warm_imports() -> None:
     from . import kineto_meta, kineto_tables  # noqa: F401
 
 
-def _taken(counter, n: int):
-    """The indices of the ranges this process takes, one at a time, until none is left."""
-    while True:
-        with counter.get_lock():
-            i = counter.value
-            counter.value = i + 1
-        if i >= n:
-            return
-        yield i
-
-
 def _decode_one(path: Path, rng: tuple[int, int]) -> dict:
     """One range's columns and what its Builder kept, ready to merge."""
     build = Builder()
@@ -109,7 +98,7 @@ def _worker(path: str, ranges: list, counter, send, fd) -> None:
     fd where there is one), or nothing when a range does not decode (the parent decodes it
     and raises the error itself)."""
     try:
-        out = {i: _decode_one(Path(path), ranges[i]) for i in _taken(counter, len(ranges))}
+        out = {i: _decode_one(Path(path), ranges[i]) for i in taken(counter, len(ranges))}
         send.send(shared_result.send(out, fd))
     except BaseException:   # noqa: BLE001 - the parent decodes whatever did not come back
         pass
