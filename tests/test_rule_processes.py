@@ -3,6 +3,7 @@ one process on real traces, whichever process checked a rule; a worker that dies
 that fails in it leaves the result as one process would have made it."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -169,3 +170,32 @@ def test_only_large_traces_with_two_processes_allowed_use_a_worker():
     assert not rule_processes.wanted(tl, 2)               # small: one process
     assert sum(tl.counts().values()) < rule_processes.ROWS_AT_LEAST
     assert not rule_processes.wanted(tl, 1)
+
+
+def test_fixes_replayed_by_two_processes_save_what_one_process_does(monkeypatch):
+    """engine/savings: one replay per fix and one with all of them, dealt to two processes,
+    give every finding and the total the same savings as one process."""
+    from tracelint import forking as fk
+    from tracelint.engine.context import Context
+    from tracelint.engine.savings import project_savings
+    from tracelint.whatif.analysis import WhatIf
+    tl = tracelint.load(REAL[-1])                         # the planted example
+    rules = {r.id: r(Config().options_for(r)) for r in available_rules(Config())}
+    ctx = Context(tl, Config())
+    found = [f for r in rules.values() if r.scope == "trace" and not r.applicable(ctx)
+             for f in r.check(ctx)]
+    w = WhatIf(tl)
+
+    def savings(two: bool):
+        fs = copy.deepcopy(found)
+        total = project_savings(w, fs, rules, ctx, two_processes=two)
+        return total, [(f.rule, f.saving_ns, f.saving_iterations, f.saving_note) for f in fs]
+
+    one = savings(False)
+    dealt = []
+    deal = fk.deal_in_two
+    monkeypatch.setattr(fk, "deal_in_two", lambda n, *a: dealt.append(n) or deal(n, *a))
+    two = savings(True)
+    assert dealt and dealt[0] >= 3                        # two fixes at least, and all of them
+    assert two == one
+    assert sum(s is not None for _, s, _, _ in two[1]) >= 2

@@ -91,7 +91,8 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
         return Checked(found, None, elapsed, rule)
 
     base: list = []
-    if rule_processes.wanted(tl, load_workers()):
+    two = rule_processes.wanted(tl, load_workers())
+    if two:
         # the worker starts on the rules while this process builds the base what-if
         outcomes = rule_processes.check_in_two(
             ctx, selected, check_one, lambda: base.append(base_whatif(tl, ctx)))
@@ -111,7 +112,7 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
         elapsed[rule_cls.id] = c.elapsed_s
     findings, suppressed = _accepted(findings, config)
     t0 = time.perf_counter()
-    projected = project(tl, findings, instances, ctx, *base)
+    projected = project(tl, findings, instances, ctx, *base, two_processes=two)
     elapsed["savings"] = time.perf_counter() - t0
     return Report(source=tl.meta.source, timeline=tl, findings=findings,
                   rules=[rule_info(r) for r in selected], skipped=skipped,
@@ -132,9 +133,10 @@ def base_whatif(tl: Timeline, ctx: Context):
 
 
 def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context,
-            base=False) -> dict:
+            base=False, two_processes: bool = False) -> dict:
     """Critical path and projected savings (engine/savings.py) for the report; base: what
-    base_whatif returned, when it ran already."""
+    base_whatif returned, when it ran already; two_processes: the fixes' replays dealt to
+    two processes."""
     from .savings import explain_no_replay, project_savings
     if base is False:
         base = base_whatif(tl, ctx)
@@ -142,7 +144,8 @@ def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context
         explain_no_replay(findings, instances, ctx)
         return {}
     w, path = base
-    return {"saving_all_ns": project_savings(w, findings, instances, ctx), "critical_path": path}
+    return {"saving_all_ns": project_savings(w, findings, instances, ctx, two_processes),
+            "critical_path": path}
 
 
 #: Cross-rank findings get their saving from the job replay (ranks/job_whatif.py, run by

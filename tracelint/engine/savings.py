@@ -22,28 +22,34 @@ def stated_fix(rule, finding: Finding, ctx) -> tuple:
         return None, f"the fix could not be stated ({type(exc).__name__})"
 
 
-def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ctx) -> int | None:
+def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ctx,
+                    two_processes: bool = False) -> int | None:
     """Fill saving_* on every finding; return saving_all_ns (all fixes together) or None
-    when no fix could be replayed."""
+    when no fix could be replayed. One replay per fix and one with all of them; with
+    two_processes they are dealt to this process and a forked worker (forking.deal_in_two)."""
     span = max(int(whatif.tl.span_ns), 1)
-    all_edits: list = []
-    replayed: list[int] = []
+    fixed: list[tuple[Finding, list]] = []
     for f in findings:
         edits, why = stated_fix(rules.get(f.rule), f, ctx)
-        if not edits:
+        if edits:
+            fixed.append((f, list(edits)))
+        else:
             f.saving_note = why or "the fix is not expressible as an edit of the run"
-            continue
-        saved, per_it = whatif.saving(edits)
+    if not fixed:
+        return None
+    runs = [edits for _, edits in fixed]
+    if len(fixed) > 1:         # one fix: all fixes together is that replay
+        runs.append([e for edits in runs for e in edits])
+    if two_processes and len(runs) > 1:
+        from ..forking import deal_in_two
+        results = deal_in_two(len(runs), lambda i, in_worker: whatif.saving(runs[i]))
+    else:
+        results = [whatif.saving(edits) for edits in runs]
+    for (f, _), (saved, per_it) in zip(fixed, results):
         f.saving_ns = int(saved)
         f.saving_share = saved / span
         f.saving_iterations = {k: int(v) for k, v in per_it.items()}
-        all_edits += list(edits)
-        replayed.append(f.saving_ns)
-    if not all_edits:
-        return None
-    if len(replayed) == 1:     # one fix: all fixes together is that replay
-        return replayed[0]
-    return int(whatif.saving(all_edits)[0])
+    return fixed[0][0].saving_ns if len(fixed) == 1 else int(results[-1][0])
 
 
 #: Why a finding of a trace without GPU work or runtime calls carries no saving.
