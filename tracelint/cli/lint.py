@@ -58,7 +58,7 @@ def lint(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Full evidence and capture hints.")] = False,
     no_scrub: Annotated[bool, typer.Option("--no-scrub", help="Keep secrets in the report (by default tokens, passwords and keys in names and messages become <redacted>).")] = False,
     scrub_paths: Annotated[bool, typer.Option("--scrub-paths", help="Also anonymise home directories, user and host names in the report.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Worker processes for a multi-rank job (default: min(CPUs, ranks)); for one large trace, processes that decode it (Kineto JSON of 64 MiB or more, not gzip; default: the usable CPUs, at most 4) and, from 200,000 rows to 4 M, two that check its rules (1: one process).")] = None,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Worker processes for a multi-rank job (default: min(CPUs, ranks)); for one large trace, processes that decode it (Kineto JSON of 64 MiB or more, not gzip; default: the usable CPUs, at most 4) and, from 200,000 rows to 4 M, two that check its rules and replay its fixes (1: one process).")] = None,
     dask: Annotated[Optional[str], typer.Option("--dask", help="Run the per-rank work on this Dask scheduler (tcp://host:8786); the workers read the traces (shared path or fsspec URL).")] = None,
     source_root: Annotated[Optional[list[str]], typer.Option("--source-root", help="Folder the profiled code lives in (repeatable): source lines are narrowed to the call and SARIF paths made relative to it.")] = None,
     path_map: Annotated[Optional[list[str]], typer.Option("--path-map", help="Rewrite a path prefix recorded in the trace: OLD=NEW (NEW may be empty to strip), e.g. /workspace/=.")] = None,
