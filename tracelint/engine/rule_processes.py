@@ -17,7 +17,6 @@ process checks the rules it had taken itself, so a rule's own error surfaces as 
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -61,11 +60,12 @@ def wanted(tl, processes: int) -> bool:
     available, a large trace but not a huge one, and memory for the worker's own caches
     (about the loaded tables' size again)."""
     from ..forking import mp_context
+    from ..meminfo import available_bytes, rss_bytes
     if processes < 2 or mp_context().get_start_method() != "fork":
         return False
     if not ROWS_AT_LEAST <= sum(tl.counts().values()) <= ROWS_AT_MOST:
         return False
-    avail, rss = _available_bytes(), _rss_bytes()
+    avail, rss = available_bytes(), rss_bytes()
     return avail is None or rss is None or avail >= 2 * rss
 
 
@@ -85,22 +85,3 @@ def check_in_two(ctx, selected: list, check_one: Callable[[type, object], Checke
         return c
 
     return deal_in_two(len(selected), check, first)
-
-
-def _available_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _rss_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import shutil
 import tempfile
 import time
@@ -29,6 +28,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
+from ..meminfo import peak_rss_bytes
 from ..secrets.sink import found_in
 from ..timeline import intervals
 from ..timeline.classify import labels_at
@@ -118,18 +118,6 @@ def summarize_source(source: str, config=None, run_rules: bool = True,
     return out
 
 
-def peak_rss_bytes() -> int:
-    """This process's peak resident memory: VmHWM (Linux; reset by exec, unlike ru_maxrss,
-    which a fork+exec child inherits from its parent), else ru_maxrss."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(r if os.uname().sysname == "Darwin" else r * 1024)
 
 
 # ----- one process -> summary -------------------------------------------------------------------
