@@ -3,11 +3,12 @@ the loaded Timeline (copy-on-write), so one big trace uses a second core for its
 only for its load.
 
 Why dynamic dealing: a rule's cost depends on the trace, not on the rule alone (on the 287 MB
-reference TL001 and TL038 take 0.8 of the rules' 1.15 s, on other traces other rules lead), so
-each process takes the next rule no process has taken yet from one shared counter.
+reference TL001 and TL038 take half of the rules' time, on other traces other rules lead), so
+each process takes the next rule no process has taken yet from one shared counter
+(forking.deal_in_two).
 
-Why two: the longest rule bounds the wall time, and on the reference it is 0.45 of all rules'
-time; a third process would hold a third copy of the rules' caches and gain little.
+Why two: the longest rule bounds the wall time (TL001, a third of the rules' time on the
+reference); a third process would hold a third copy of the rules' caches and gain little.
 
 A rule run in the worker also states its findings' fixes there (engine/savings.stated_fix),
 right after its check: some rules keep what their check found for fix_edits (TL038's regions),

@@ -90,13 +90,13 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
             trim()           # a long rule's freed memory goes back to the OS before the next
         return Checked(found, None, elapsed, rule)
 
-    base: list = []
+    built: list = []                 # the base what-if, when built beside the worker's rules
     two = rule_processes.wanted(tl, load_workers())
     if two:
         # the worker starts on the rules while this process builds the base what-if
         outcomes = rule_processes.check_in_two(
-            ctx, selected, check_one, lambda: base.append(base_whatif(tl, ctx)))
-        ctx.release_rule_caches()
+            ctx, selected, check_one, lambda: built.append(base_whatif(tl, ctx)))
+        ctx.release_rule_caches()    # this process's rule caches, before the replays' peak
     else:
         outcomes = [check_one(r, ctx) for r in selected]
     findings: list[Finding] = []
@@ -112,16 +112,21 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
         elapsed[rule_cls.id] = c.elapsed_s
     findings, suppressed = _accepted(findings, config)
     t0 = time.perf_counter()
-    projected = project(tl, findings, instances, ctx, *base, two_processes=two)
+    projected = project(tl, findings, instances, ctx, built[0] if built else NOT_BUILT, two)
     elapsed["savings"] = time.perf_counter() - t0
     return Report(source=tl.meta.source, timeline=tl, findings=findings,
                   rules=[rule_info(r) for r in selected], skipped=skipped,
                   suppressed=suppressed, elapsed_s=elapsed, **projected)
 
 
+#: project() builds the base what-if itself unless it was built already.
+NOT_BUILT = object()
+
+
 def base_whatif(tl: Timeline, ctx: Context):
-    """The what-if graph with its base replay's critical path, built once the rules are done
-    (None for a trace without GPU work or runtime calls: nothing to replay)."""
+    """The what-if graph with its base replay's critical path (None for a trace without GPU
+    work or runtime calls: nothing to replay); built after the rules in one process, and
+    while the worker starts on them in two."""
     ctx.release_rule_caches()        # the report makes them again, after the what-if's peak
     if not tl.has_gpu_activity and not len(tl.api_calls):
         return None
@@ -133,12 +138,12 @@ def base_whatif(tl: Timeline, ctx: Context):
 
 
 def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context,
-            base=False, two_processes: bool = False) -> dict:
+            base=NOT_BUILT, two_processes: bool = False) -> dict:
     """Critical path and projected savings (engine/savings.py) for the report; base: what
     base_whatif returned, when it ran already; two_processes: the fixes' replays dealt to
     two processes."""
     from .savings import explain_no_replay, project_savings
-    if base is False:
+    if base is NOT_BUILT:
         base = base_whatif(tl, ctx)
     if base is None:
         explain_no_replay(findings, instances, ctx)
