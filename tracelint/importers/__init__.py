@@ -11,7 +11,6 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from ..errors import TraceFormatError

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from itertools import compress
 from operator import attrgetter
-
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -85,7 +85,8 @@ def _decode_one(path: Path, rng: tuple[int, int]) -> dict:
     """One range's columns and what its Builder kept, ready to merge."""
     build = Builder()
     specials, _, shapes = kr.decode_in_ranges(path, [rng], build, lambda stage, fraction: None)
-    return {"cols": build.columns(single_as_is=True), "vocab": {t: list(v) for t, v in build.vocab.items()},
+    return {"cols": build.columns(single_as_is=True),
+            "vocab": {t: list(v) for t, v in build.vocab.items()},
             "cats": list(build.cat_rank), "counts": dict(build.cat_counts),
             "specials": specials, "shapes": shapes,
             "flow_chunks": build.flow_chunks, "op_inputs": build.op_inputs,

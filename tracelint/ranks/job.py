@@ -25,9 +25,9 @@ from typing import Any, Callable, Sequence
 from ..engine.config import Config
 from ..errors import TraceFormatError, TracelintError
 from ..forking import frozen_heap, mp_context, usable_cpus
-from .inputs import is_job_input
+from .inputs import is_job_input, is_url
 from .report import JobReport
-from .summary import RankSummary, is_url, rank_from_name, summarize_source
+from .summary import RankSummary, rank_from_name, summarize_source
 
 #: Files taken from a folder when their content says they are traces.
 TRACE_NAMES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".qdrep", ".gz")

@@ -9,8 +9,6 @@ from typing import Any
 
 import pandas as pd
 
-from .inputs import is_url  # noqa: F401 - imported from here by the summaries
-
 _RANK_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?:of(\d+))?", re.I)
 _OF_NAME = re.compile(r"(?:^|[^a-z0-9])(\d+)of(\d+)(?:[^0-9]|$)", re.I)
 

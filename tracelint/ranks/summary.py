@@ -35,7 +35,8 @@ from ..timeline.classify import labels_at
 from ..timeline.collectives import canonical_collective, issuing_collective
 from .collective_args import attach_sizes, finish_collectives, read_comm_args
 from .processes import _rank_hint, split_processes
-from .rank_summary import ITER_COLUMNS, RankSummary, is_url, rank_from_name
+from .inputs import is_url
+from .rank_summary import ITER_COLUMNS, RankSummary, rank_from_name
 
 _EPOCH_MIN_NS = 10**18          # 2001-09-09: a time base this large is a Unix epoch
 
@@ -336,4 +337,4 @@ def _collectives(tl, ctx, s, is_comm_k, comp_union, steps, st_start, st_end, pse
 
 
 __all__ = ["RankSummary", "summarize_source", "summarize_timeline", "rank_from_name",
-           "is_url", "local_copy"]
+           "local_copy"]
