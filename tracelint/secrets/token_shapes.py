@@ -40,6 +40,16 @@ TOKEN_SHAPES: list[tuple[str, re.Pattern, int]] = [
         r"client_secret|secret)=([^&\s#\x00\"'<>]{8,})"), 1),
 ]
 
+#: Where each shape's match can start: the literal text every match begins with (the regexes
+#: above, after their look-behind), for text_scan's scan of long texts. Case-insensitive
+#: shapes ((?i)) give theirs in lower case. url-password has none: its scheme is any word.
+SHAPE_STARTS: dict[re.Pattern, tuple[str, ...]] = dict(zip(
+    (rx for _, rx, _ in TOKEN_SHAPES), [
+        ("-----BEGIN ",), ("AKIA", "ASIA"), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        ("github_pat_",), ("glpat-",), ("hf_",), ("https://hooks.slack.com/services/",),
+        ("xox",), ("sk-ant-",), ("sk-",), ("sk_live_", "rk_live_"), ("AIza",), ("npm_",),
+        ("pypi-AgE",), ("eyJ",), ("bearer",), ("authorization",), None, ("?", "&")], strict=True))
+
 #: The public prefix of each shape, shown by mask() (plus one character).
 PUBLIC_PREFIX = re.compile(
     r"^(?:AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|hf_|xox[a-z]-|sk-ant-(?:api|admin)\d\d-|"
