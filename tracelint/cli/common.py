@@ -33,9 +33,13 @@ def load_trace(path: str, progress: bool = True, workers: int | None = None):
     usable CPUs, at most 4; tracelint.forking)."""
     from ..forking import set_load_workers
     from ..importers import load
+    from ..warmup import forget
     set_load_workers(workers)
-    with loading_progress(path, progress) as cb:
-        return load(path, progress=cb)
+    try:
+        with loading_progress(path, progress) as cb:
+            return load(path, progress=cb)
+    finally:
+        forget()
 
 
 def sink(sources=(), enabled: bool = True, paths: bool = False):

@@ -76,9 +76,12 @@ def _decode_with(ctx, path: Path, ranges: list, build: Builder, report, n: int):
 
 
 def _warm_imports() -> None:
-    """The modules that build the Timeline from the columns (pandas among them): imported by
-    this process while the workers decode, instead of after."""
+    """The modules that build the Timeline from the columns (pandas among them), and what the
+    command queued for after the load (tracelint.warmup): done by this process while the
+    workers decode, instead of after."""
     from . import kineto_meta, kineto_tables  # noqa: F401
+    from .. import warmup
+    warmup.run_pending()
 
 
 def _decode_one(path: Path, rng: tuple[int, int]) -> dict:
