@@ -199,3 +199,14 @@ def test_fixes_replayed_by_two_processes_save_what_one_process_does(monkeypatch)
     assert dealt and dealt[0] >= 3                        # two fixes at least, and all of them
     assert two == one
     assert sum(s is not None for _, s, _, _ in two[1]) >= 2
+
+
+def test_long_rules_are_dealt_first_and_every_rule_once():
+    rules = [r for r in available_rules(Config()) if r.scope == "trace"]
+    order = rule_processes.dealing_order(rules)
+    assert sorted(order) == list(range(len(rules)))
+    ids = [rules[i].id for i in order]
+    known = [i for i in rule_processes.DEAL_FIRST if i in {r.id for r in rules}]
+    assert ids[:len(known)] == known
+    rest = [r.id for r in rules if r.id not in known]
+    assert ids[len(known):] == rest
