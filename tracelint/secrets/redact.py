@@ -30,7 +30,7 @@ import msgspec
 from ..errors import TracelintError, TraceFormatError
 from ..io import copy_sqlite, write_atomic
 from . import patterns as P
-from .json_slices import events_of, needles_in, read_json_bytes, split_json, suspicious
+from .json_slices import BYTE_NEEDLES, events_of, read_json_bytes, split_json, suspicious_events
 from .scan import (Collector, Hit, ScanResult, detect_format, json_hits, json_matches,
                    scan_file, walk_json)
 from .sqlite_cells import encode_text, iter_sqlite_text, quote_name
@@ -183,9 +183,8 @@ def _redact_sqlite(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -
 def _redact_json(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -> RedactResult:
     data, was_gzip = read_json_bytes(src)
     kind, top = split_json(src, data)
-    present = needles_in(data)
-    if paths and names:
-        present += needles_in(data, tuple(n.lower().encode() for n in names.kinds))
+    needles = BYTE_NEEDLES + (tuple(n.lower().encode() for n in names.kinds)
+                              if paths and names else ())
     del data
     col = Collector()
     changed = 0
@@ -215,13 +214,11 @@ def _redact_json(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -> 
 
     prefix, events = events_of(kind, top)
     events_changed = False
-    if present:
-        for i, raw in enumerate(events):
-            if suspicious(raw, present):
-                new = scrub_raw(raw, [*prefix, i])
-                if new is not raw:
-                    events[i] = new
-                    events_changed = True
+    for i in suspicious_events(events, needles):
+        new = scrub_raw(events[i], [*prefix, i])
+        if new is not events[i]:
+            events[i] = new
+            events_changed = True
     if kind == "object":
         out_top: dict[str, Any] = {}
         for k, raw in top.items():

@@ -27,8 +27,7 @@ import msgspec
 
 from ..errors import TraceFormatError
 from . import patterns as P
-from .json_slices import (RAW_TOP, events_of, needles_in, read_json_bytes, split_json,
-                          suspicious)
+from .json_slices import RAW_TOP, events_of, read_json_bytes, split_json, suspicious_events
 from .locations import json_path, safe_label
 from .sqlite_cells import iter_sqlite_text, open_readonly
 
@@ -263,11 +262,10 @@ def scan_json(path: str | Path, personal: bool = True, deep: bool = True) -> Col
     if not deep and Path(path).stat().st_size > QUICK_SCAN_LIMIT:
         top = _metadata_only(Path(path))
     if top is not None:
-        kind, present, col.partial = "object", (), True
+        kind, col.partial = "object", True      # no event is read
     else:
         data, _ = read_json_bytes(path)
         kind, top = split_json(path, data)        # rejects malformed input
-        present = needles_in(data)
         del data
 
     def visit(text, parts, key, is_key):
@@ -283,9 +281,8 @@ def scan_json(path: str | Path, personal: bool = True, deep: bool = True) -> Col
                 continue
             visit(k, [], None, True)
             _scan_raw(raw, [k], visit)        # metadata lives here: always decoded
-    for i, raw in enumerate(events):
-        if suspicious(raw, present):
-            _scan_raw(raw, [*prefix, i], visit)
+    for i in () if col.partial else suspicious_events(events):
+        _scan_raw(events[i], [*prefix, i], visit)
     return col
 
 
