@@ -40,6 +40,8 @@ def test_needles_at_the_edges_of_events_and_of_the_trigram_pieces():
     assert js.suspicious_events([b"ke", b"y"]) == []          # "key" only across two events
     names = (b"node7", b"alice")
     assert js.suspicious_events([b"x", b"NODE7", b"no de7"], names) == [1, 2]
+    odd = [b"tok\x01en", b"key"]                   # not JSON: the slices squeezed one by one
+    assert js.suspicious_events(odd) == [0, 1] == _by_definition(odd)
 
 
 def test_long_data_spans_several_trigram_pieces():

@@ -75,16 +75,19 @@ def events_of(kind: str, top) -> tuple[list, list[msgspec.Raw]]:
 
 def suspicious_events(raws: list, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> list[int]:
     """The indexes of the raw slices that could hold a match: those whose squeezed bytes hold
-    a needle. The slices are squeezed one by one and joined with a byte no needle holds, so
-    each needle is searched once over all of them, not once per slice: on a 55 MB trace of
-    132 k events, 0.33 s against 1.2 s. Needles whose 3-byte pieces never occur in the joined
+    a needle. The slices are joined with a byte no needle holds and squeezed at once, and each
+    needle is searched once over all of them, not once per slice: on a 55 MB trace of 132 k
+    events, 0.30 s against 1.2 s. Needles whose 3-byte pieces never occur in the joined
     bytes are not searched for (_trigrams)."""
     import numpy as np
-    squeezed = [squeeze(r) for r in raws]
-    if not squeezed:
+    if not raws:
         return []
-    joined = _SEPARATOR.join(squeezed)
-    starts = np.cumsum([0] + [len(q) + 1 for q in squeezed])      # each slice's start in joined
+    joined = _SEPARATOR.join(raws).translate(_LOWER, _DELETE_BUT_SEPARATOR)
+    cuts = np.flatnonzero(np.frombuffer(joined, np.uint8) == _SEPARATOR[0])
+    if len(cuts) != len(raws) - 1:     # a slice held the separator itself (not valid JSON)
+        joined = _SEPARATOR.join([squeeze(r) for r in raws])
+        cuts = np.flatnonzero(np.frombuffer(joined, np.uint8) == _SEPARATOR[0])
+    starts = np.concatenate([[0], cuts + 1, [len(joined) + 1]])    # slice k: [starts[k], ...)
     seen = _trigrams(joined)
     hit: set[int] = set()
     for q in {squeeze(n) for n in needles} - {b""}:
@@ -98,8 +101,10 @@ def suspicious_events(raws: list, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> 
     return sorted(hit)
 
 
-#: joins squeezed slices: squeezing deletes it, so no needle (nor squeezed slice) holds it
+#: joins the slices: JSON text never holds it raw, squeezing deletes it from a slice, and no
+#: needle holds it, so no needle is found across two slices
 _SEPARATOR = b"\x01"
+_DELETE_BUT_SEPARATOR = _DELETE.replace(_SEPARATOR, b"")
 #: each byte a squeezed slice can hold as a 6-bit code (the others, the separator among them,
 #: share code 63): three bytes make an 18-bit code
 _CODE = bytes(sorted(_KEEP - set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")).index(c)
