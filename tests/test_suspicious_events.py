@@ -44,6 +44,16 @@ def test_needles_at_the_edges_of_events_and_of_the_trigram_pieces():
     assert js.suspicious_events(odd) == [0, 1] == _by_definition(odd)
 
 
+@pytest.mark.parametrize("batch", [1, 7, 40, 1 << 20])
+def test_batches_of_any_size(monkeypatch, batch):
+    """Slices are joined in batches of BATCH_BYTES: any cut gives the same slices."""
+    rng = random.Random(batch)
+    raws = [rng.choice([b"key", b"x" * rng.randrange(30), b"tok", b"en", b"hf_x"])
+            for _ in range(500)]
+    monkeypatch.setattr(js, "BATCH_BYTES", batch)
+    assert js.suspicious_events(raws) == _by_definition(raws)
+
+
 def test_long_data_spans_several_trigram_pieces():
     """The 3-byte table is filled in pieces of 4 MiB: a needle across a piece's end counts."""
     step = 1 << 22

@@ -78,10 +78,27 @@ def suspicious_events(raws: list, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> 
     a needle. The slices are joined with a byte no needle holds and squeezed at once, and each
     needle is searched once over all of them, not once per slice: on a 55 MB trace of 132 k
     events, 0.30 s against 1.2 s. Needles whose 3-byte pieces never occur in the joined
-    bytes are not searched for (_trigrams)."""
+    bytes are not searched for (_trigrams). In batches of about BATCH_BYTES of slices, so the
+    joined copy stays small beside the file."""
     import numpy as np
-    if not raws:
+    if not len(raws):
         return []
+    qs = sorted({squeeze(n) for n in needles} - {b""})
+    ends = np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws)))
+    cuts = np.searchsorted(ends, np.arange(BATCH_BYTES, int(ends[-1]), BATCH_BYTES))
+    out: list[int] = []
+    for lo, hi in zip([0, *(cuts + 1)], [*(cuts + 1), len(raws)]):
+        if lo < hi:
+            out += [int(lo) + k for k in _suspicious_batch(raws[lo:hi], qs)]
+    return out
+
+
+#: raw bytes of slices joined at a time by suspicious_events
+BATCH_BYTES = 16 << 20
+
+
+def _suspicious_batch(raws: list, qs: list[bytes]) -> list[int]:
+    import numpy as np
     joined = _SEPARATOR.join(raws).translate(_LOWER, _DELETE_BUT_SEPARATOR)
     cuts = np.flatnonzero(np.frombuffer(joined, np.uint8) == _SEPARATOR[0])
     if len(cuts) != len(raws) - 1:     # a slice held the separator itself (not valid JSON)
@@ -90,7 +107,7 @@ def suspicious_events(raws: list, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> 
     starts = np.concatenate([[0], cuts + 1, [len(joined) + 1]])    # slice k: [starts[k], ...)
     seen = _trigrams(joined)
     hit: set[int] = set()
-    for q in {squeeze(n) for n in needles} - {b""}:
+    for q in qs:
         if not seen[_codes(q)].all():            # (a needle under 3 bytes has no codes)
             continue
         at = joined.find(q)
