@@ -137,3 +137,31 @@ def test_rules_listing_from_cache_equals_registry_and_follows_edits(tmp_path, mo
     os.utime(user / "tl900_x.py", ns=(1, 10**18))
     edited = rule_catalogue([str(user)])
     assert next(r for r in edited if r["id"] == "TL900")["summary"] == "Edited planted rule, longer."
+
+
+def test_a_lint_into_a_file_does_not_import_rich(tmp_path):
+    """Nothing is written to stderr, so rich's Console is never made (cli.common.stderr)."""
+    from conftest import BUNDLED
+    out = tmp_path / "r.json"
+    res, modules = _run(["lint", str(BUNDLED / "nsys" / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite"),
+                         "-f", "json", "-o", str(out), "--fail-on", "never"], tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(out.read_text())["findings"]
+    assert "rich" not in modules and "rich.console" not in modules
+    res, modules = _run(["lint", str(tmp_path / "missing.json")], tmp_path)
+    assert res.returncode == 2 and "no such file" in res.stderr     # a note: rich made then
+
+
+@pytest.mark.parametrize("env", [{}, {"TTY_COMPATIBLE": "1"}, {"TTY_COMPATIBLE": "0"},
+                                 {"FORCE_COLOR": "1"}, {"FORCE_COLOR": ""},
+                                 {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "0"}])
+def test_the_terminal_pre_check_never_hides_a_terminal_rich_sees(env, monkeypatch):
+    """_stderr_may_be_terminal() is False only where rich's Console says no terminal too."""
+    from rich.console import Console
+    from tracelint.cli import common
+    for k in ("TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    if not common._stderr_may_be_terminal():
+        assert not Console(stderr=True).is_terminal

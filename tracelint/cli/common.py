@@ -1,21 +1,45 @@
 """Pieces shared by commands: loading with a progress bar, error wrapping, output writing."""
 from __future__ import annotations
 
+import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
-
-from rich.console import Console
 
 from ..errors import TracelintError
 from ..reporters.fmt import fmt_ns  # noqa: F401  (re-exported for commands)
 
-stderr = Console(stderr=True, highlight=False)
+
+class _Stderr:
+    """rich's Console on stderr, made on first use: a command that writes nothing there (a
+    lint into a file) does not import rich (20 ms, before a large trace's load forks)."""
+
+    _console = None
+
+    def __getattr__(self, name: str):
+        if _Stderr._console is None:
+            from rich.console import Console
+            _Stderr._console = Console(stderr=True, highlight=False)
+        return getattr(_Stderr._console, name)
+
+
+stderr = _Stderr()
+
+
+def _stderr_may_be_terminal() -> bool:
+    """False where rich's Console.is_terminal is False too (no TTY, and no TTY_COMPATIBLE=1
+    or FORCE_COLOR asking for one), without making the Console."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return tty or os.environ.get("TTY_COMPATIBLE") == "1" or bool(os.environ.get("FORCE_COLOR"))
 
 
 @contextmanager
 def loading_progress(path: str, enabled: bool = True):
     """A progress bar on stderr (TTY only) while a big trace loads; yields the callback."""
-    if not enabled or not stderr.is_terminal:
+    if not enabled or not _stderr_may_be_terminal() or not stderr.is_terminal:
         yield None
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
