@@ -165,3 +165,17 @@ def test_the_terminal_pre_check_never_hides_a_terminal_rich_sees(env, monkeypatc
         monkeypatch.setenv(k, v)
     if not common._stderr_may_be_terminal():
         assert not Console(stderr=True).is_terminal
+
+
+def test_the_progress_bar_draws_on_a_terminal(tmp_path):
+    """Where stderr is a terminal (TTY_COMPATIBLE=1 says so to rich), the load's progress bar
+    is drawn on the Console that cli.common makes on first use."""
+    from conftest import REPO
+    env = {**os.environ, "TTY_COMPATIBLE": "1", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    res = subprocess.run([sys.executable, "-m", "tracelint", "lint",
+                          str(REPO / "fixtures/examples/training_step_antipatterns.json.gz"),
+                          "-f", "json", "-o", str(tmp_path / "r.json"), "--fail-on", "never"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "loading training_step_antipatterns.json.gz" in res.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["findings"]

@@ -12,15 +12,21 @@ from ..reporters.fmt import fmt_ns  # noqa: F401  (re-exported for commands)
 
 class _Stderr:
     """rich's Console on stderr, made on first use: a command that writes nothing there (a
-    lint into a file) does not import rich (20 ms, before a large trace's load forks)."""
+    lint into a file) does not import rich (20 ms, before a large trace's load forks).
+    Attributes are the Console's; where rich wants the Console itself (a Progress's
+    console=, which enters it with `with`), pass `.console`."""
 
     _console = None
 
-    def __getattr__(self, name: str):
+    @property
+    def console(self):
         if _Stderr._console is None:
             from rich.console import Console
             _Stderr._console = Console(stderr=True, highlight=False)
-        return getattr(_Stderr._console, name)
+        return _Stderr._console
+
+    def __getattr__(self, name: str):
+        return getattr(self.console, name)
 
 
 stderr = _Stderr()
@@ -44,7 +50,7 @@ def loading_progress(path: str, enabled: bool = True):
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     with Progress(TextColumn("[dim]{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=stderr, transient=True) as prog:
+                  console=stderr.console, transient=True) as prog:
         task = prog.add_task(f"loading {Path(path).name}", total=1.0)
 
         def cb(stage: str, fraction: float) -> None:
