@@ -122,14 +122,18 @@ class CudnnAutotuneInSteps(Rule):
         launch = ctx.launch_index("kernels")
         k_names = tl.kernels["name"].to_numpy()
         a_t = api["start"].to_numpy()
+        r_start, r_end = r["start"].to_numpy(), r["end"].to_numpy()
+        inside_each = host_scope.calls_in_each(api, r["pid"].to_numpy()[outer],
+                                               r["tid"].to_numpy()[outer], r_start[outer],
+                                               r_end[outer])
+        launches = host_scope.Launches(launch)
         calls, kernels, candidates, syncs, its = [], [], [], 0, set()
-        for c in outer:
-            s, e = int(r["start"].iat[c]), int(r["end"].iat[c])
-            inside = host_scope.calls_inside(api, [r["pid"].iat[c]], [r["tid"].iat[c]], [s], [e])
-            n_sync = int((inside & blocking).sum())
+        for c, inside in zip(outer, inside_each):
+            s = int(r_start[c])
+            n_sync = int(blocking[inside].sum())
             if n_sync < opt.min_syncs:
                 continue
-            ks = host_scope.launched_from(launch, inside)
+            ks = launches.by(inside)
             if len(ks) < opt.min_kernels or len(set(k_names[ks])) < opt.min_distinct:
                 continue
             calls.append(int(c))

@@ -61,6 +61,30 @@ def test_calls_inside_equals_the_scan(seed):
 
 
 @pytest.mark.parametrize("seed", range(30))
+def test_calls_in_each_and_launches_equal_one_range_at_a_time(seed):
+    """calls_in_each gives, range by range, the rows calls_inside marks for that range alone;
+    Launches.by gives the GPU rows launched_from finds for those calls."""
+    import pandas as pd
+
+    from tracelint.timeline.host_scope import Launches, calls_in_each, calls_inside, launched_from
+    rng = np.random.default_rng(seed)
+    n, m, k = int(rng.integers(0, 80)), int(rng.integers(0, 12)), int(rng.integers(0, 60))
+    api = pd.DataFrame({"pid": rng.integers(0, 2, n), "tid": rng.integers(0, 3, n),
+                        "start": rng.integers(0, 100, n)})
+    pid, tid = rng.integers(0, 2, m), rng.integers(0, 3, m)
+    start = rng.integers(0, 100, m)
+    end = start + rng.integers(-5, 40, m)             # empty and inverted ranges too
+    launch = rng.integers(-1, max(n, 1), k) if n else np.full(k, -1)   # several per call, unlinked
+    each = calls_in_each(api, pid, tid, start, end)
+    launches = Launches(launch)
+    assert len(each) == m
+    for j in range(m):
+        mask = calls_inside(api, pid[j:j + 1], tid[j:j + 1], start[j:j + 1], end[j:j + 1])
+        assert each[j].tolist() == np.flatnonzero(mask).tolist()
+        assert launches.by(each[j]).tolist() == launched_from(launch, mask).tolist()
+
+
+@pytest.mark.parametrize("seed", range(30))
 def test_gap_covered_equals_merge_and_overlap(seed):
     from tracelint.timeline.gap_index import covered_each
     from tracelint.timeline.intervals import merge, overlap_each

@@ -32,6 +32,48 @@ def calls_inside(api, pid, tid, start, end) -> np.ndarray:
     return inside
 
 
+def calls_in_each(api, pid, tid, start, end) -> list[np.ndarray]:
+    """For each host range (arrays pid, tid, start, end): the api_calls rows that start inside
+    it on its own thread, ascending; what calls_inside() marks for that range alone, with each
+    thread's calls sorted once for all its ranges (TL036 asked calls_inside once per range:
+    1,200 ranges, each sorting every call of its thread, 0.37 s on param_resnet)."""
+    a_pid, a_tid, a_t = api["pid"].to_numpy(), api["tid"].to_numpy(), api["start"].to_numpy()
+    pid, tid = np.asarray(pid, np.int64), np.asarray(tid, np.int64)
+    start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
+    out = [np.zeros(0, np.int64)] * len(start)
+    for p, t in set(zip(pid.tolist(), tid.tolist())):  # loop over the ranges' threads
+        mine = np.flatnonzero((a_pid == p) & (a_tid == t))
+        mine = mine[np.argsort(a_t[mine], kind="stable")]
+        ranges = np.flatnonzero((pid == p) & (tid == t))
+        lo = np.searchsorted(a_t[mine], start[ranges], side="left")
+        hi = np.searchsorted(a_t[mine], end[ranges], side="left")
+        for j, a, b in zip(ranges.tolist(), lo.tolist(), hi.tolist()):
+            if a < b:
+                out[j] = np.sort(mine[a:b])
+    return out
+
+
+class Launches:
+    """The GPU rows that given api_calls rows launched, for many sets of calls: launched_from()
+    reads every GPU row for each set, this looks up only the calls of the set."""
+
+    def __init__(self, launch: np.ndarray):
+        launch = np.asarray(launch, np.int64)
+        self._order = np.argsort(launch, kind="stable")
+        self._sorted = launch[self._order]
+
+    def by(self, calls: np.ndarray) -> np.ndarray:
+        """The GPU rows launched by `calls` (api_calls rows), ascending: launched_from() with
+        a mask of these calls."""
+        lo = np.searchsorted(self._sorted, calls, side="left")
+        n = np.searchsorted(self._sorted, calls, side="right") - lo
+        lo, n = lo[n > 0], n[n > 0]
+        if len(n) == 0:
+            return np.zeros(0, np.int64)
+        at = np.repeat(lo - np.cumsum(np.r_[0, n[:-1]]), n) + np.arange(int(n.sum()))
+        return np.sort(self._order[at])
+
+
 def launched_from(launch: np.ndarray, calls: np.ndarray) -> np.ndarray:
     """Rows of a GPU table (launch: its api_calls row per GPU row, -1 unlinked) whose launch call
     is marked in the api_calls mask `calls`."""
