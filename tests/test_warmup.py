@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import TRACES, trace_or_skip
+from conftest import BUNDLED, trace_or_skip
 
 from tracelint import warmup
 
@@ -52,7 +52,7 @@ def _lint(*args: str, watched: bool = True) -> subprocess.CompletedProcess:
 
 
 def _plain(tmp_path: Path) -> Path:
-    src = trace_or_skip(TRACES / "torch" / "hta_v100_rank1of2.json.gz")
+    src = trace_or_skip(BUNDLED / "torch" / "hta_v100_rank0of1.pt.trace.json.gz")
     out = tmp_path / "trace.json"
     out.write_bytes(gzip.decompress(src.read_bytes()))
     return out
