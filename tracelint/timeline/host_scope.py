@@ -9,21 +9,29 @@ import numpy as np
 from . import classify
 
 
-def calls_inside(api, pid, tid, start, end) -> np.ndarray:
-    """Mask over api_calls: the calls that start inside any of the host ranges given as arrays
-    (pid, tid, start, end), on the range's own thread; a range holds [start, end). Per thread,
-    each range marks a slice of the thread's calls sorted by start: the cost follows the calls,
-    not ranges x calls (a scan of every call per range took 1.5 s in TL030 on a 2 GB trace)."""
+def _thread_slices(api, pid, tid, start, end):
+    """Per thread of the host ranges (arrays pid, tid, start, end): (that thread's api_calls
+    rows sorted by start, the ranges' indexes, and per range the slice [lo, hi) of those rows
+    that start inside it). Each thread's calls are sorted once, for all its ranges: the cost
+    follows the calls, not ranges x calls (a scan of every call per range took 1.5 s in TL030
+    on a 2 GB trace, a sort per range 0.37 s in TL036 on param_resnet)."""
     a_pid, a_tid, a_t = api["pid"].to_numpy(), api["tid"].to_numpy(), api["start"].to_numpy()
-    inside = np.zeros(len(api), dtype=bool)
     pid, tid = np.asarray(pid, np.int64), np.asarray(tid, np.int64)
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
     for p, t in set(zip(pid.tolist(), tid.tolist())):  # loop over the ranges' threads
         mine = np.flatnonzero((a_pid == p) & (a_tid == t))
         mine = mine[np.argsort(a_t[mine], kind="stable")]
-        r = (pid == p) & (tid == t)
-        lo = np.searchsorted(a_t[mine], start[r], side="left")
-        hi = np.searchsorted(a_t[mine], end[r], side="left")
+        ranges = np.flatnonzero((pid == p) & (tid == t))
+        lo = np.searchsorted(a_t[mine], start[ranges], side="left")
+        hi = np.searchsorted(a_t[mine], end[ranges], side="left")
+        yield mine, ranges, lo, hi
+
+
+def calls_inside(api, pid, tid, start, end) -> np.ndarray:
+    """Mask over api_calls: the calls that start inside any of the host ranges given as arrays
+    (pid, tid, start, end), on the range's own thread; a range holds [start, end)."""
+    inside = np.zeros(len(api), dtype=bool)
+    for mine, _, lo, hi in _thread_slices(api, pid, tid, start, end):
         lo, hi = lo[lo < hi], hi[lo < hi]              # ranges that hold at least one call
         cover = np.zeros(len(mine) + 1, np.int64)     # +1 where a range's slice opens, -1 closes
         np.add.at(cover, lo, 1)
@@ -34,19 +42,9 @@ def calls_inside(api, pid, tid, start, end) -> np.ndarray:
 
 def calls_in_each(api, pid, tid, start, end) -> list[np.ndarray]:
     """For each host range (arrays pid, tid, start, end): the api_calls rows that start inside
-    it on its own thread, ascending; what calls_inside() marks for that range alone, with each
-    thread's calls sorted once for all its ranges (TL036 asked calls_inside once per range:
-    1,200 ranges, each sorting every call of its thread, 0.37 s on param_resnet)."""
-    a_pid, a_tid, a_t = api["pid"].to_numpy(), api["tid"].to_numpy(), api["start"].to_numpy()
-    pid, tid = np.asarray(pid, np.int64), np.asarray(tid, np.int64)
-    start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
-    out = [np.zeros(0, np.int64)] * len(start)
-    for p, t in set(zip(pid.tolist(), tid.tolist())):  # loop over the ranges' threads
-        mine = np.flatnonzero((a_pid == p) & (a_tid == t))
-        mine = mine[np.argsort(a_t[mine], kind="stable")]
-        ranges = np.flatnonzero((pid == p) & (tid == t))
-        lo = np.searchsorted(a_t[mine], start[ranges], side="left")
-        hi = np.searchsorted(a_t[mine], end[ranges], side="left")
+    it on its own thread, ascending; what calls_inside() marks for that range alone."""
+    out = [np.zeros(0, np.int64)] * len(np.asarray(start))
+    for mine, ranges, lo, hi in _thread_slices(api, pid, tid, start, end):
         for j, a, b in zip(ranges.tolist(), lo.tolist(), hi.tolist()):
             if a < b:
                 out[j] = np.sort(mine[a:b])
