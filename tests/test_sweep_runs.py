@@ -144,10 +144,30 @@ def test_ops_in_a_range_are_one_running_maximum_per_stream():
     # stream 0: 1000 -> 1030; 1032 (launch 1010) -> 1062; 1100 (launch) -> 1130; 1132
     assert gs.tolist() == [1000, 1005, 1032, 1037, 1100, 1132]
     out = np.zeros(ng, np.int64), np.zeros(ng, np.int64)
-    assert sweep_mod._ops_at_once(np.arange(ng), lanes, np.array([1000]), np.zeros(ng, np.int64), lat, spred,
-                                  qgap, np.full(ng, -1), np.zeros(ng, np.int64), dur,
-                                  np.zeros(ng, np.int64), *out)
+    marks = np.zeros(ng, bool)
+    gpu_args = (np.zeros(ng, np.int64), lat, spred, qgap, np.full(ng, -1), np.zeros(ng, np.int64),
+                dur, np.zeros(ng, np.int64))
+    assert sweep_mod._ops_at_once(np.arange(ng), lanes, marks, np.array([1000]), *gpu_args, *out)
     _same(out, (gs, ge))
+    assert not marks.any()                  # the mask is left as it was found
+
+
+def test_ops_whose_stream_predecessor_sits_in_another_lane_are_left_to_the_loop():
+    """An edit moved op 2 to lane 1 but kept op 0 as its stream predecessor: the running
+    maximum of lane 1 would not see op 0's end, so the range is refused and nothing written;
+    with op 0 outside the range it is final already and the range is accepted."""
+    ng = 4
+    lanes = np.array([0, 0, 1, 1])
+    spred = np.array([-1, 0, 0, 2])
+    gpu_args = (np.zeros(ng, np.int64), np.zeros(ng, np.int64), spred, np.zeros(ng, np.int64),
+                np.full(ng, -1), np.zeros(ng, np.int64), np.full(ng, 10), np.zeros(ng, np.int64))
+    out = np.zeros(ng, np.int64), np.zeros(ng, np.int64)
+    marks = np.zeros(ng, bool)
+    assert not sweep_mod._ops_at_once(np.arange(ng), lanes, marks, np.array([0]), *gpu_args, *out)
+    assert not out[0].any() and not out[1].any() and not marks.any()
+    out[1][0] = 10                          # op 0 replayed before the range: ends at 10
+    assert sweep_mod._ops_at_once(np.arange(1, ng), lanes, marks, np.array([0]), *gpu_args, *out)
+    assert out[0][2] == 10 and out[1][3] == 30 and not marks.any()
 
 
 def test_a_thread_of_plain_calls_is_one_run():
