@@ -222,3 +222,49 @@ def test_enclosing_ops_against_a_scan_of_the_ranges():
     by_strings = pd.Categorical(want)
     assert list(cat.categories) == list(by_strings.categories)
     assert np.array_equal(cat.codes, by_strings.codes)
+
+
+def test_owner_ranges_by_level_then_start_as_lexsort():
+    """The one sort of a thread's owner ranges: the stable (depth, start) order of np.lexsort,
+    whether the starts come sorted (a radix sort by depth alone) or not, with ties, and with
+    depths too deep for 16 bits."""
+    from tracelint.timeline.memory import _by_level_then_start
+    rng = np.random.default_rng(3)
+    for n, deepest in ((0, 3), (1, 3), (500, 4), (2_000, 40), (300, 1 << 20)):
+        depth = rng.integers(0, deepest, n)
+        start = np.sort(rng.integers(0, 50, n))            # many equal starts
+        want = np.lexsort((start, depth))
+        assert np.array_equal(_by_level_then_start(depth, start), want)
+        shuffled = rng.permutation(start)
+        assert np.array_equal(_by_level_then_start(depth, shuffled), np.lexsort((shuffled, depth)))
+
+
+def test_device_rows_are_the_groups_of_device_and_type():
+    """device_memory's groups without groupby: the same rows, in the same order, for every
+    real trace with memory events, and for interleaved devices with a missing device type
+    (dropped, as groupby drops it)."""
+    import pandas as pd
+    from tracelint.timeline.memory import _device_rows
+
+    def by_groupby(m):
+        return [g.index.to_numpy() for _, g in
+                m.groupby(["device", "device_type"], observed=True, sort=True)]
+
+    seen = 0
+    for name in WITH_TOTALS:
+        path = TRACES / "torch" / name
+        if not path.exists():
+            continue
+        m = tracelint.load(path).memory
+        got, want = _device_rows(m), by_groupby(m)
+        assert len(want) >= 2 and len(got) == len(want)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+        seen += 1
+    m = pd.DataFrame({"device": [1, 0, -1, 1, 0, 1, -1],
+                      "device_type": pd.Categorical(["cuda", "cuda", "cpu", None, "hip", "cuda",
+                                                     "cpu"], categories=["cpu", "cuda", "hip"])})
+    got, want = _device_rows(m), by_groupby(m)
+    assert [a.tolist() for a in got] == [a.tolist() for a in want] == [[2, 6], [1], [4], [0, 5]]
+    assert _device_rows(m.iloc[:0]) == []
+    if not seen:
+        pytest.skip("no shared trace with memory events")
