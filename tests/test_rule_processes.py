@@ -188,17 +188,19 @@ def test_fixes_replayed_by_two_processes_save_what_one_process_does(monkeypatch)
 
     def savings(two: bool):
         fs = copy.deepcopy(found)
-        total = project_savings(w, fs, rules, ctx, two_processes=two)
-        return total, [(f.rule, f.saving_ns, f.saving_iterations, f.saving_note) for f in fs]
+        total, path = project_savings(w, fs, rules, ctx, two_processes=two,
+                                      beside=w.critical_path_dict)
+        return total, path, [(f.rule, f.saving_ns, f.saving_iterations, f.saving_note) for f in fs]
 
     one = savings(False)
     dealt = []
     deal = fk.deal_in_two
     monkeypatch.setattr(fk, "deal_in_two", lambda n, *a: dealt.append(n) or deal(n, *a))
     two = savings(True)
-    assert dealt and dealt[0] >= 3                        # two fixes at least, and all of them
+    assert dealt and dealt[0] >= 4         # the path, two fixes at least, and all of them
     assert two == one
-    assert sum(s is not None for _, s, _, _ in two[1]) >= 2
+    assert two[1] == w.critical_path_dict() and two[1]["breakdown_ns"]
+    assert sum(s is not None for _, s, _, _ in two[2]) >= 2
 
 
 def test_long_rules_are_dealt_first_and_every_rule_once():

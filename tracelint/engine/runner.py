@@ -95,7 +95,7 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
     if two:
         # the worker starts on the rules while this process builds the base what-if
         outcomes = rule_processes.check_in_two(
-            ctx, selected, check_one, lambda: built.append(base_whatif(tl, ctx)))
+            ctx, selected, check_one, lambda: built.append(base_whatif(tl, ctx, path=False)))
         ctx.release_rule_caches()    # this process's rule caches, before the replays' peak
     else:
         outcomes = [check_one(r, ctx) for r in selected]
@@ -123,25 +123,29 @@ def run_rules(tl: Timeline, rules: list[type[Rule]], config: Config | None = Non
 NOT_BUILT = object()
 
 
-def base_whatif(tl: Timeline, ctx: Context):
-    """The what-if graph with its base replay's critical path (None for a trace without GPU
+def base_whatif(tl: Timeline, ctx: Context, path: bool = True):
+    """(the what-if graph, its base replay's critical path) (None for a trace without GPU
     work or runtime calls: nothing to replay); built after the rules in one process, and
-    while the worker starts on them in two."""
+    while the worker starts on them in two. path=False (two processes): the path is left for
+    later (None here) and the base replay kept for it; project() takes it beside the fixes'
+    replays, where the second round of replays leaves a process idle."""
     ctx.release_rule_caches()        # the report makes them again, after the what-if's peak
     if not tl.has_gpu_activity and not len(tl.api_calls):
         return None
     from ..whatif.analysis import WhatIf
     w = WhatIf(tl)
-    path = w.critical_path_dict()
+    if not path:
+        return w, None
+    taken = w.critical_path_dict()
     w.release_base()                 # the replays with edits then run without its times
-    return w, path
+    return w, taken
 
 
 def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context,
             base=NOT_BUILT, two_processes: bool = False) -> dict:
     """Critical path and projected savings (engine/savings.py) for the report; base: what
-    base_whatif returned, when it ran already; two_processes: the fixes' replays dealt to
-    two processes."""
+    base_whatif returned, when it ran already; two_processes: the fixes' replays (and a path
+    base_whatif left) dealt to two processes."""
     from .savings import explain_no_replay, project_savings
     if base is NOT_BUILT:
         base = base_whatif(tl, ctx)
@@ -149,8 +153,10 @@ def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context
         explain_no_replay(findings, instances, ctx)
         return {}
     w, path = base
-    return {"saving_all_ns": project_savings(w, findings, instances, ctx, two_processes),
-            "critical_path": path}
+    saving_all, later = project_savings(w, findings, instances, ctx, two_processes,
+                                        beside=None if path else w.critical_path_dict)
+    w.release_base()
+    return {"saving_all_ns": saving_all, "critical_path": path or later}
 
 
 #: Cross-rank findings get their saving from the job replay (ranks/job_whatif.py, run by

@@ -5,7 +5,8 @@ Pure: the timeline and whatif layers only. One graph and one base replay serve e
 """
 from __future__ import annotations
 
-from typing import Iterable
+from functools import partial
+from typing import Callable, Iterable
 
 from ..whatif.analysis import WhatIf
 from .finding import Finding
@@ -23,10 +24,14 @@ def stated_fix(rule, finding: Finding, ctx) -> tuple:
 
 
 def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ctx,
-                    two_processes: bool = False) -> int | None:
-    """Fill saving_* on every finding; return saving_all_ns (all fixes together) or None
-    when no fix could be replayed. One replay per fix and one with all of them; with
-    two_processes they are dealt to this process and a forked worker (forking.deal_in_two)."""
+                    two_processes: bool = False,
+                    beside: Callable[[], object] | None = None) -> tuple[int | None, object]:
+    """Fill saving_* on every finding; return (saving_all_ns, what `beside` returned).
+    saving_all_ns: all fixes together, None when no fix could be replayed. One replay per fix
+    and one with all of them; with two_processes they are dealt to this process and a forked
+    worker (forking.deal_in_two), and `beside` with them: work of the same size as a replay
+    (the base replay's critical path) that the second round of replays leaves a process
+    idle for."""
     span = max(int(whatif.tl.span_ns), 1)
     fixed: list[tuple[Finding, list]] = []
     for f in findings:
@@ -35,21 +40,24 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
             fixed.append((f, list(edits)))
         else:
             f.saving_note = why or "the fix is not expressible as an edit of the run"
-    if not fixed:
-        return None
     runs = [edits for _, edits in fixed]
     if len(fixed) > 1:         # one fix: all fixes together is that replay
         runs.append([e for edits in runs for e in edits])
-    if two_processes and len(runs) > 1:
+    tasks: list[Callable[[], object]] = [beside] if beside is not None else []
+    tasks += [partial(whatif.saving, edits) for edits in runs]
+    if two_processes and len(tasks) > 1:
         from ..forking import deal_in_two
-        results = deal_in_two(len(runs), lambda i, in_worker: whatif.saving(runs[i]))
+        results = deal_in_two(len(tasks), lambda i, in_worker: tasks[i]())
     else:
-        results = [whatif.saving(edits) for edits in runs]
+        results = [task() for task in tasks]
+    extra = results.pop(0) if beside is not None else None
     for (f, _), (saved, per_it) in zip(fixed, results):
         f.saving_ns = int(saved)
         f.saving_share = saved / span
         f.saving_iterations = {k: int(v) for k, v in per_it.items()}
-    return fixed[0][0].saving_ns if len(fixed) == 1 else int(results[-1][0])
+    if not fixed:
+        return None, extra
+    return (fixed[0][0].saving_ns if len(fixed) == 1 else int(results[-1][0])), extra
 
 
 #: Why a finding of a trace without GPU work or runtime calls carries no saving.
