@@ -141,3 +141,26 @@ def test_diff_outputs_are_scrubbed(tmp_path):
         assert res.returncode in (0, 1), res.stderr
         text = out.read_text()
         assert token not in text and "redacted" in text, fmt
+
+
+def test_the_sink_learns_its_traces_on_first_use(tmp_path, monkeypatch):
+    """The output sink scans the command's traces when it first scrubs a string (or when a
+    parallel load's decode readies it, cli/lint.py), not when it is made: that scan no longer
+    delays the load. Once, and what the scan found is still removed: a password that looked
+    secret only in the trace's environment block, where it reappears in a message."""
+    from tracelint.secrets import sink as sink_mod
+    clear_cache()
+    trace = str(write_kineto(tmp_path / "planted.json.gz"))
+    scanned = []
+    real = sink_mod.found_in
+    monkeypatch.setattr(sink_mod, "found_in", lambda src: scanned.append(src) or real(src))
+    line = f"could not open checkpoint {K['password']}.pt"
+    assert K["password"] in sink_mod.Sink().text(line)      # control: no trace, no exact value
+    sk = sink_mod.Sink([trace])
+    assert scanned == []
+    assert K["password"] not in sk.text(line) and scanned == [trace]
+    sk.ready()
+    sk.text("another line")
+    sk.learn([trace])
+    assert scanned == [trace, trace]                         # learn() itself scans again
+    assert K["password"] not in sk.message(line)

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 from ..engine.config import Config, load_config
+from .. import warmup
 from ..errors import TracelintError
 from ..io import check_output
 from .app import app
@@ -122,8 +123,9 @@ def _run(traces: list[str], cfg: Config, fmt: Format, ncu: str | None, annotate:
             raise TracelintError(f"no rank could be analysed ({why})" if why else "no rank could be analysed")
         return report
     from ..api import lint as run_lint
-    from .. import warmup
-    warmup.later(lambda: _rules_and_cases(cfg))
+    from ..secrets.sink import current_sink
+    # while a large trace decodes: the sink's scan of it, the rules' modules, the case library
+    warmup.later(current_sink().ready, lambda: _rules_and_cases(cfg))
     report = run_lint(load_trace(traces[0], progress=progress, workers=jobs), cfg, ncu=ncu)
     report.source = traces[0]
     return report

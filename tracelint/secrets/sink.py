@@ -52,12 +52,21 @@ class Sink:
         self.names: P.NameSet | None = None
         self._memo: dict[str, str] = {}
         self._raws: set[str] = set()
-        if enabled:
-            self.learn(sources)
+        self._pending: list[str] = list(sources) if enabled else []
+
+    def ready(self) -> "Sink":
+        """Learn the sources given at construction, once. Left until the first string is
+        scrubbed, or a parallel load's decode (tracelint.warmup): the scan of a trace then
+        does not delay the start of its load."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self.learn(pending)
+        return self
 
     def learn(self, sources: Iterable[str], found: dict[str, tuple] | None = None) -> None:
         """Add the exact secret values (and with paths, user / host names) of these traces.
         found: source -> found_in() result made elsewhere (a job's workers scan their ranks)."""
+        self.ready()
         raws: set[str] = set(self._raws)
         names: dict[str, str] = dict(self.names.kinds) if self.names else {}
         for src in sources:
@@ -79,6 +88,8 @@ class Sink:
         """One string scrubbed (non-strings pass through)."""
         if not self.enabled or not isinstance(s, str) or not s:
             return s
+        if self._pending:
+            self.ready()
         hit = self._memo.get(s)
         if hit is not None:
             return hit
