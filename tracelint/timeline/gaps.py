@@ -132,20 +132,21 @@ def host_activity(ctx, pid: int | None, s: np.ndarray, e: np.ndarray, top: int =
     out: dict[str, int] = {}
     r = tl.ranges
     if len(r):
-        ops = np.flatnonzero((r["kind"].astype(str) == "op").to_numpy()
+        ops = np.flatnonzero(classify.label_mask(r["kind"], "op".__eq__)
                              & ((r["pid"].to_numpy() == pid) if pid is not None else True))
         leaf = ops[~np.isin(ops, r["parent"].to_numpy()[ops])]
         _add(out, classify.labels_at(r["name"], leaf), r["start"].to_numpy()[leaf],
              r["end"].to_numpy()[leaf], ws, we)
     f = tl.python_frames
     if len(f):
-        files = f["file"].astype(str).to_numpy()
-        user = np.array([not classify.LIBRARY_CODE.search(x) for x in files], dtype=bool)
+        user = classify.label_mask(f["file"], lambda x: not classify.LIBRARY_CODE.search(str(x)),
+                                   missing=not classify.LIBRARY_CODE.search("nan"))
         user &= (f["pid"].to_numpy() == pid) if pid is not None else True
         rows = np.flatnonzero(user)
         inner = rows[~np.isin(rows, f["parent"].to_numpy()[rows])]
         labels = np.array([f"{fn} ({fl}:{ln})" for fn, fl, ln in
-                           zip(classify.labels_at(f["function"], inner), files[inner],
+                           zip(classify.labels_at(f["function"], inner),
+                               classify.labels_at(f["file"], inner),
                                f["line"].to_numpy()[inner])], dtype=object)
         _add(out, labels, f["start"].to_numpy()[inner], f["end"].to_numpy()[inner], ws, we)
     return sorted(out.items(), key=lambda kv: -kv[1])[:top]
