@@ -37,6 +37,10 @@ def watched(build, parts):
     print("rules read during the decode:", "tracelint.rules.tl001_launch_gap" in sys.modules,
           file=sys.stderr)
     print("cases read during the decode:", bool(library._CACHE), file=sys.stderr, flush=True)
+    from tracelint.secrets.sink import current_sink
+    print("sink learned during the decode:", not current_sink()._pending, file=sys.stderr)
+    import gc
+    print("young objects after the decode:", len(gc.get_objects(0)), file=sys.stderr, flush=True)
     return merge(build, parts)
 kp._merge_all = watched
 from tracelint.cli.app import run
@@ -65,6 +69,10 @@ def test_rules_and_cases_are_read_during_a_parallel_decode(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "rules read during the decode: True" in r.stderr
     assert "cases read during the decode: True" in r.stderr
+    assert "sink learned during the decode: True" in r.stderr
+    # what the warm-up imported is frozen, not left for the first collection after the load
+    young = int(r.stderr.split("young objects after the decode:")[1].split()[0])
+    assert young < 10_000, young
     r = _lint(str(path), "-f", "json", "-o", str(b), "--fail-on", "never", "--jobs", "1",
               watched=False)
     assert r.returncode == 0, r.stderr[-2000:]
