@@ -32,6 +32,28 @@ def test_row_codes_equal_unique_axis0(n, k, seed):
     assert all(codes[f] == c and (codes[:f] != c).all() for c, f in enumerate(first))
 
 
+@pytest.mark.parametrize("base", [0, -(2**62), 2**62, 2**63 - 100])
+def test_row_codes_packed_into_one_key_equal_unique_axis0(base):
+    """Columns whose spans multiply to at most 62 bits are packed into one key (codes._packed),
+    far from zero too: the same codes and rows as np.unique(axis=0), and the fold for spans
+    one value too wide."""
+    rng = np.random.default_rng(7)
+    cols = [base - 1 + rng.integers(0, 50, 20_000, dtype=np.int64) for _ in range(3)]
+    from tracelint.timeline.codes import _packed
+    assert _packed(cols) is not None
+    mat = np.stack(cols, axis=1)
+    uniq, inv = np.unique(mat, axis=0, return_inverse=True)
+    codes, first = row_codes(*cols)
+    assert np.array_equal(codes, inv.reshape(-1)) and np.array_equal(mat[first], uniq)
+    wide = [np.array([0, 2**31 - 1, 5]), np.array([2**31, 0, 7])]     # spans 2**31 x (2**31 + 1)
+    assert _packed(wide) is None
+    edge = [np.array([0, 2**31 - 1, 5]), np.array([2**31 - 1, 0, 7])]  # exactly 2**62
+    assert _packed(edge) is not None
+    for pair in (wide, edge):
+        uniq, inv = np.unique(np.stack(pair, axis=1), axis=0, return_inverse=True)
+        assert np.array_equal(row_codes(*pair)[0], inv.reshape(-1))
+
+
 @pytest.mark.parametrize("where", [0, 1, 2])
 def test_row_codes_of_shared_constant_columns(where):
     """A stride-0 column (timeline.schema.shared_if_constant) is skipped, not factorised: the
