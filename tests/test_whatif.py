@@ -501,3 +501,40 @@ def test_event_order_without_nonblocking_ends_equals_the_order_of_all_events(nam
     assert (plans[0].h_target >= 0).any() and (plans[0].h_target < 0).any()
     for p in plans:
         assert np.array_equal(rp._order(g, p), _order_all_events(g, p))
+
+
+def _thread_bounds_by_groupby(tl):
+    """The bounds as a frame of the three tables grouped by (pid, tid): the reference."""
+    import pandas as pd
+    parts = [tl.table(t)[["pid", "tid", "start", "end"]] for t in ("api_calls", "ranges", "python_frames")
+             if len(tl.table(t))]
+    allp = pd.concat(parts, ignore_index=True)
+    allp = allp[allp["tid"] >= 0] if (allp["tid"] >= 0).any() else allp
+    g = allp.groupby(["pid", "tid"], sort=True)
+    return pd.DataFrame({"lo": g["start"].min(), "hi": g["end"].max()}).reset_index()
+
+
+def test_thread_bounds_as_a_groupby_of_the_host_tables():
+    """Each host thread's first start and last end over its calls, ranges and frames, by
+    (pid, tid): equal to a groupby on every real trace, and with threads whose tid is
+    negative (dropped unless no thread has another)."""
+    import pandas as pd
+    from tracelint.timeline.model import Timeline
+    from tracelint.timeline.schema import make_table
+    from tracelint.whatif.graph import _thread_bounds
+    checked = 0
+    for path in NSYS + KINETO:
+        tl = tracelint.load(path)
+        if not (len(tl.api_calls) or len(tl.ranges) or len(tl.python_frames)):
+            continue
+        got, want = _thread_bounds(tl), _thread_bounds_by_groupby(tl)
+        assert got.to_dict("list") == want.to_dict("list")
+        checked += 1
+    assert checked >= 3
+    for tids, threads in (([5, -1, 7, 5], 2), ([-1, -2, -1, -2], 4)):
+        tl = Timeline()
+        tl.api_calls = make_table("api_calls", {
+            "pid": np.array([2, 1, 1, 2]), "tid": np.array(tids), "start": np.array([10, 5, 30, 1]),
+            "end": np.array([20, 9, 40, 3]), "name": pd.Categorical(["a"] * 4)}, 4)
+        got, want = _thread_bounds(tl), _thread_bounds_by_groupby(tl)
+        assert got.to_dict("list") == want.to_dict("list") and len(got) == threads

@@ -134,15 +134,24 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 
 def _thread_bounds(tl: Timeline) -> pd.DataFrame:
-    """First start and last end of every host thread over its calls, ranges and frames."""
-    parts = [tl.table(t)[["pid", "tid", "start", "end"]] for t in ("api_calls", "ranges", "python_frames")
-             if len(tl.table(t))]
-    if not parts:
+    """First start and last end of every host thread over its calls, ranges and frames, by
+    (pid, tid) ascending (threads with tid < 0 only when no other has one). Dense thread codes
+    and one minimum / maximum per code: a frame of the three tables and a groupby took 39 ms
+    of the what-if build on the reference."""
+    tables = [tl.table(t) for t in ("api_calls", "ranges", "python_frames") if len(tl.table(t))]
+    if not tables:
         return pd.DataFrame({"pid": [], "tid": [], "lo": [], "hi": []})
-    allp = pd.concat(parts, ignore_index=True)
-    allp = allp[allp["tid"] >= 0] if (allp["tid"] >= 0).any() else allp
-    g = allp.groupby(["pid", "tid"], sort=True)
-    return pd.DataFrame({"lo": g["start"].min(), "hi": g["end"].max()}).reset_index()
+    pid, tid, start, end = (np.concatenate([t[c].to_numpy(np.int64) for t in tables])
+                            for c in ("pid", "tid", "start", "end"))
+    keep = tid >= 0
+    if keep.any() and not keep.all():
+        pid, tid, start, end = pid[keep], tid[keep], start[keep], end[keep]
+    codes, first = row_codes(pid, tid)       # codes in (pid, tid) order, as groupby's
+    lo = np.full(len(first), np.iinfo(np.int64).max)
+    hi = np.full(len(first), np.iinfo(np.int64).min)
+    np.minimum.at(lo, codes, start)
+    np.maximum.at(hi, codes, end)
+    return pd.DataFrame({"pid": pid[first], "tid": tid[first], "lo": lo, "hi": hi})
 
 
 def categorical(values, extra: tuple[str, ...] = ()) -> pd.Categorical:
