@@ -63,3 +63,30 @@ def test_without_a_file_the_result_travels_as_it_is():
     message, got = _roundtrip(10, None)
     assert isinstance(message, dict) and got is message
     assert np.array_equal(got["cols"]["start"], _result(10)["cols"]["start"])
+
+
+def _work_many(sizes, fd):
+    put = shared_result.Writer(fd).put
+    return {k: put(_result(n)) for k, n in enumerate(sizes)}
+
+
+@pytest.mark.parametrize("sizes", [[3, 0, 100_000, 1, 777], [0, 0], [5_000]])
+def test_results_written_one_at_a_time_come_back_equal(sizes):
+    """A worker's Writer puts each result into the file as it is made (page-aligned, after
+    the one before); the parent maps the file once and gets every result back, equal."""
+    fd = shared_result.open_file()
+    try:
+        with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as pool:
+            messages = pool.submit(_work_many, sizes, fd).result()
+        got = shared_result.receive_each(messages, fd)
+    finally:
+        shared_result.close(fd)
+    assert sorted(got) == list(range(len(sizes)))
+    starts = [m[2][0][0] for m in messages.values() if m[2]]
+    assert all(s % 4096 == 0 for s in starts) and starts == sorted(starts)
+    for k, n in enumerate(sizes):
+        want = _result(n)
+        assert got[k]["n"] == n and got[k]["lists"] == want["lists"]
+        for c, v in want["cols"].items():
+            assert got[k]["cols"][c].dtype == v.dtype and np.array_equal(got[k]["cols"][c], v), (k, c)
+    assert shared_result.receive_each({0: {"plain": 1}}, None) == {0: {"plain": 1}}

@@ -59,7 +59,7 @@ def _decode_with(ctx, path: Path, ranges: list, build: Builder, report, n: int):
             report("decode", min(1.0, counter.value / len(ranges)))
         for w, receive, fd in workers:
             try:
-                done.update(shared_result.receive(receive.recv(), fd))
+                done.update(shared_result.receive_each(receive.recv(), fd))
             except (EOFError, OSError):
                 pass                     # a worker died: its ranges are decoded below
         for i in range(len(ranges)):
@@ -108,12 +108,13 @@ def _decode_one(path: Path, rng: tuple[int, int]) -> dict:
 
 
 def _worker(path: str, ranges: list, counter, send, fd) -> None:
-    """In a worker: decode the ranges it takes; send {index: result} (through the memory file
-    fd where there is one), or nothing when a range does not decode (the parent decodes it
-    and raises the error itself)."""
+    """In a worker: decode the ranges it takes; send {index: result} (each written into the
+    memory file fd as it is decoded, where there is one), or nothing when a range does not
+    decode (the parent decodes it and raises the error itself)."""
     try:
-        out = {i: _decode_one(Path(path), ranges[i]) for i in taken(counter, len(ranges))}
-        send.send(shared_result.send(out, fd))
+        put = shared_result.Writer(fd).put
+        out = {i: put(_decode_one(Path(path), ranges[i])) for i in taken(counter, len(ranges))}
+        send.send(out)
     except BaseException:   # noqa: BLE001 - the parent decodes whatever did not come back
         pass
     finally:
