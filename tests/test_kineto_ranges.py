@@ -299,3 +299,48 @@ def test_the_command_forks_its_decoders_before_it_imports_pandas(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert "pandas imported before the workers forked: False" in res.stderr, res.stderr[-2000:]
     assert json.loads(out.read_text())["findings"]
+
+
+def test_a_parallel_load_nests_its_ranges_in_a_worker_and_survives_its_death(tmp_path,
+                                                                           monkeypatch):
+    """After a parallel decode the ranges' nesting is computed by a forked worker
+    (kineto_tables.nest_ranges) while this process builds the other tables; if that worker
+    dies, this process nests them itself. Both give the one-process Timeline."""
+    import os
+    from tracelint.importers import kineto_tables as kt
+    path = _plain(tmp_path, "hta_v100_rank1of2.json.gz")
+    monkeypatch.setattr(kr, "RANGE_BYTES", 400_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    monkeypatch.setattr(forking, "_LOAD_WORKERS", 2)
+    parent, nested_by = os.getpid(), []
+    nest = kt.nest_ranges
+
+    def recording(c):
+        if os.getpid() != parent:
+            os.write(w, b"w")                 # the worker says so through a pipe
+        else:
+            nested_by.append("here")
+        return nest(c)
+
+    r, w = os.pipe()
+    monkeypatch.setattr(kt, "nest_ranges", recording)
+    beside = kj._load_in_ranges(path, lambda stage, fraction: None)
+    os.close(w)
+    assert os.read(r, 10) == b"w" and nested_by == []
+    os.close(r)
+
+    def dies_in_worker(c):
+        if os.getpid() != parent:
+            os._exit(3)
+        nested_by.append("here")
+        return nest(c)
+
+    monkeypatch.setattr(kt, "nest_ranges", dies_in_worker)
+    rescued = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert nested_by == ["here"]
+    monkeypatch.setattr(forking, "_LOAD_WORKERS", 1)
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    one = kj.load_kineto(path)
+    for tl in (beside, rescued):
+        tl.meta.load_s = one.meta.load_s
+        _assert_same(tl, one)

@@ -117,3 +117,55 @@ def _deal_worker(n: int, do, counter, send) -> None:
         pass
     finally:
         send.close()
+
+
+
+@contextlib.contextmanager
+def beside(fn: Callable[[], object]):
+    """fn() computed by a forked worker while this process goes on: yields `result()`, which
+    waits for the worker's answer. fn must be pure (what it returns is all that counts; the
+    worker shares this heap copy-on-write). Its arrays come back through a memory file
+    (tracelint.shared_result). If the worker fails in any way, result() calls fn() here, so
+    fn's own error is raised here as in one process. Without fork, result() calls fn() here.
+    Leaving the block ends a worker still running."""
+    from . import shared_result
+    got: list = []
+    if mp_context().get_start_method() != "fork":
+        def here():
+            if not got:
+                got.append(fn())
+            return got[0]
+        yield here
+        return
+    mp = mp_context()
+    fd = shared_result.open_file()
+    receive, send = mp.Pipe(duplex=False)
+    worker = mp.Process(target=_beside_worker, args=(fn, send, fd), daemon=True)
+    worker.start()
+    send.close()
+
+    def result():
+        if not got:
+            try:
+                got.append(shared_result.receive(receive.recv(), fd))
+            except (EOFError, OSError):
+                got.append(fn())      # the worker died, or fn failed there: its error, here
+        return got[0]
+    try:
+        yield result
+    finally:
+        receive.close()
+        if worker.is_alive():
+            worker.terminate()
+        worker.join()
+        shared_result.close(fd)
+
+
+def _beside_worker(fn, send, fd) -> None:
+    from .shared_result import Writer
+    try:
+        send.send(Writer(fd).put(fn()))
+    except BaseException:    # noqa: BLE001 - the parent calls fn itself
+        pass
+    finally:
+        send.close()

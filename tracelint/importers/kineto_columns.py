@@ -41,7 +41,7 @@ class Builder:
         """One chunk of events, in file order (chunks too); lo: the index of its first event;
         raws: their raw slices (a sequence aligned with events), read only for the special
         events. The chunks may be of any size: a table's rows end up ordered by start, then
-        by the rank of their category, then by file order (kineto_tables._sorted)."""
+        by the rank of their category, then by file order (kineto_tables.sort_by_start)."""
         buckets: dict[str, list[Event]] = defaultdict(list)
         for e in events:
             buckets[e.cat].append(e)
@@ -135,12 +135,14 @@ class Builder:
         for k, v in c.items():
             self.parts[table][k].append(v)
 
-    def columns(self, single_as_is: bool = False) -> dict[str, dict[str, np.ndarray]]:
+    def columns(self, single_as_is: bool = False,
+                only: tuple[str, ...] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """Each column concatenated once; its chunk parts are dropped as it is made, and their
         memory goes back to the OS after each table (tracelint.heap). single_as_is: a column
-        of one part is that part, not a copy (one range of a parallel load, merged later)."""
+        of one part is that part, not a copy (one range of a parallel load, merged later).
+        only: these tables now (the others stay for a later call)."""
         out = {}
-        for t in list(self.parts):
+        for t in [t for t in self.parts if only is None or t in only]:
             c = self.parts.pop(t)
             out[t] = {k: np.ascontiguousarray(v[0]) if single_as_is and len(v) == 1
                       else np.concatenate(v) for k, v in ((k, c.pop(k)) for k in list(c))}
