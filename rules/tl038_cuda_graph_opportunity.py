@@ -91,9 +91,19 @@ class CudaGraphOpportunity(Rule):
     # ----- shared facts ---------------------------------------------------------------------
     def _steps(self, ctx) -> pd.DataFrame:
         r = ctx.tl.ranges
-        return r[r["kind"].astype(str).to_numpy() == "step"].sort_values("start") if len(r) else r
+        return r[classify.label_mask(r["kind"], "step".__eq__)].sort_values("start") if len(r) else r
 
     def _graph_use(self, ctx) -> dict:
+        """Graph API roles of the calls, and the counts of replays and plain launches: once per
+        trace (the check and its regions both read them)."""
+        cached = getattr(self, "_use", None)
+        if cached is not None and cached[0] is ctx:
+            return cached[1]
+        use = self._graph_use_of(ctx)
+        self._use = (ctx, use)
+        return use
+
+    def _graph_use_of(self, ctx) -> dict:
         api = ctx.tl.api_calls
         role = np.asarray(classify.classify_categorical(api["name"], lambda n: compile_names.graph_api(n) or ""),
                           dtype=object) if len(api) else np.zeros(0, object)
@@ -162,18 +172,23 @@ class CudaGraphOpportunity(Rule):
         c = pd.concat(keep)
         k = ctx.tl.kernels
         ks, ke = k["start"].to_numpy(), k["end"].to_numpy()
-        idle, window, runs = [], [], []
-        for d, rows in zip(c["device"].to_numpy(), c["rows"]):
+        devices = c["device"].to_numpy()
+        window, runs, gaps = [], [], []
+        for i, rows in enumerate(c["rows"]):
             r = np.asarray(rows, dtype=np.int64)          # in start order (see _regions)
             lo, hi = ke[r[:-1]], ks[r[1:]]                # the gap before each next kernel
             big = (hi - lo) > opt.max_gap_ns              # host work a graph would not remove
-            cut = np.flatnonzero(big) + 1
-            pieces = [p for p in np.split(r, cut) if len(p) >= 2]
             small = ~big & (hi > lo)
-            idle.append(int((hi[small] - lo[small]).sum() - ctx.busy_in(int(d), lo[small], hi[small]).sum()))
-            window.append(int(sum(ke[p].max() - ks[p[0]] for p in pieces)))
-            runs.append(tuple(tuple(p.tolist()) for p in pieces))
-        c = c.assign(idle=np.asarray(idle, np.int64), window=np.asarray(window, np.int64), runs=runs)
+            gaps.append((lo[small], hi[small]))
+            # the runs between big gaps, of two kernels or more: [a, b) of r
+            bounds = np.r_[0, np.flatnonzero(big) + 1, len(r)]
+            long = np.flatnonzero(np.diff(bounds) >= 2)
+            a, b = bounds[long], bounds[long + 1]
+            window.append(int((np.maximum.reduceat(ke[r], bounds[:-1])[long] - ks[r[a]]).sum()))
+            listed = r.tolist()
+            runs.append(tuple(tuple(listed[x:y]) for x, y in zip(a.tolist(), b.tolist())))
+        idle = _idle_in_gaps(ctx, devices, gaps)
+        c = c.assign(idle=idle, window=np.asarray(window, np.int64), runs=runs)
         return c[(c["idle"] > 0) & (c["idle"] >= opt.min_idle_share * np.maximum(c["window"], 1))]
 
     # ----- the rule -------------------------------------------------------------------------
@@ -223,7 +238,7 @@ class CudaGraphOpportunity(Rule):
     def _opportunity(self, ctx, d, cd, idle, active, use):
         tl = ctx.tl
         k = tl.kernels
-        rows = np.array(sorted(i for rs in cd["rows"] for i in rs), dtype=np.int64)
+        rows = np.sort(np.concatenate([np.asarray(rs, np.int64) for rs in cd["rows"]]))
         dur = (k["end"] - k["start"]).to_numpy()[rows]
         li = ctx.launch_index("kernels")[rows]
         api = tl.api_calls
@@ -327,3 +342,18 @@ class CudaGraphOpportunity(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel,
                       Layer.MICROARCH: Evidence.not_applicable("graph construction is host-side work")},
             metrics=facts, key="graph-rerecord")
+
+
+def _idle_in_gaps(ctx, devices: np.ndarray, gaps: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Per region: the ns of its small gaps [lo, hi) in which its device is idle (the gaps'
+    length minus the device's busy time in them). One busy-time query per device for all
+    its regions' gaps, summed back per region."""
+    out = np.zeros(len(gaps), np.int64)
+    for d in np.unique(devices).tolist():
+        mine = np.flatnonzero(devices == d)
+        lo = np.concatenate([gaps[i][0] for i in mine])
+        hi = np.concatenate([gaps[i][1] for i in mine])
+        free = (hi - lo) - ctx.busy_in(int(d), lo, hi)
+        owner = np.repeat(mine, [len(gaps[i][0]) for i in mine])
+        np.add.at(out, owner, free.astype(np.int64))
+    return out
