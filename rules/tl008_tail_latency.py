@@ -71,11 +71,10 @@ class TailLatency(Rule):
         r = tl.ranges
         if len(r) == 0:
             return
-        kind = r["kind"].astype(str).to_numpy()
-        steps = r[kind == "step"].sort_values(["start", "step"], kind="stable")
+        steps = r[classify.in_labels(r["kind"], ("step",))].sort_values(["start", "step"], kind="stable")
         if len(steps):
             yield from self._iterations(ctx, steps)
-        rsel = np.isin(kind, ["annotation", "nvtx"]) & ~classify.name_mask(r["name"], classify.is_profiler_step)
+        rsel = classify.in_labels(r["kind"], ("annotation", "nvtx")) & ~classify.name_mask(r["name"], classify.is_profiler_step)
         rr = r[rsel]
         if len(rr) == 0:
             return

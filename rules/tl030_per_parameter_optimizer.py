@@ -63,7 +63,7 @@ class PerParameterOptimizer(Rule):
         tl = ctx.tl
         r = tl.ranges
         region_kind = classify.name_labels(r["name"], classify.optimizer_region)
-        host_range = np.isin(r["kind"].astype(str).to_numpy(), ("annotation", "nvtx", "op"))  # legacy: op
+        host_range = classify.in_labels(r["kind"], ("annotation", "nvtx", "op"))  # legacy: op
         region_kind = np.where(host_range, region_kind, "")
         r, region_kind = _with_clip_frames(r, region_kind, tl.python_frames)
         scope = classify.name_labels(r["name"], classify.op_tensor_scope)

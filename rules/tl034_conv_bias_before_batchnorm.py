@@ -91,10 +91,10 @@ class ConvBiasBeforeBatchNorm(Rule):
         a = self._analysis(ctx)
         if a is None or len(a["pairs"]) < self.options.min_pairs:
             return
-        tl, r = ctx.tl, ctx.tl.ranges
+        r = ctx.tl.ranges
         pairs = a["pairs"]
         convs = np.array([p[0] for p in pairs], dtype=np.int64)
-        steps = r[r["kind"].astype(str) == "step"]
+        steps = r[classify.in_labels(r["kind"], ("step",))]
         n_steps = max(len(steps), 1)
         per_step = len(pairs) / n_steps
         layers = sorted({(layer, bias_len) for _, _, _, layer, bias_len in pairs})
@@ -153,7 +153,7 @@ def _analyse(ctx) -> dict | None:
     r = tl.ranges
     if len(r) == 0:
         return None
-    is_op = np.isin(r["kind"].astype(str).to_numpy(), ("op", "nvtx"))
+    is_op = classify.in_labels(r["kind"], ("op", "nvtx"))
     label = np.asarray(classify.classify_categorical(r["name"], lambda n: classify.model_op(n) or ""),
                        dtype=object)
     parent = r["parent"].to_numpy()

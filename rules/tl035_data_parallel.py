@@ -65,7 +65,7 @@ class DataParallel(Rule):
     def check(self, ctx):
         tl = ctx.tl
         r = tl.ranges
-        is_op = np.isin(r["kind"].astype(str).to_numpy(), ("op", "nvtx"))
+        is_op = classify.in_labels(r["kind"], ("op", "nvtx"))
         part = classify.name_labels(r["name"], classify.data_parallel_op)
         dp = is_op & (part != "")
         if not dp.any():

@@ -78,7 +78,7 @@ class TorchCompileRecompile(Rule):
             return None
         role = np.asarray(classify.classify_categorical(r["name"], lambda n: compile_names.torch_compile_role(n) or ""),
                           dtype=object)
-        host = np.isin(r["kind"].astype(str).to_numpy(), HOST_KINDS)
+        host = classify.in_labels(r["kind"], HOST_KINDS)
         if not ((role != "") & host).any():
             return None
         cid = classify.classify_categorical(r["name"], lambda n: "{}/{}".format(*compile_names.compile_id(n))

@@ -46,7 +46,7 @@ def step_windows(tl) -> tuple[np.ndarray, np.ndarray]:
     r = tl.ranges
     if len(r) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    s = r[r["kind"].astype(str) == "step"].sort_values("start")
+    s = r[classify.in_labels(r["kind"], ("step",))].sort_values("start")
     return s["start"].to_numpy(), s["end"].to_numpy()
 
 

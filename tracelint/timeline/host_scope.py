@@ -114,7 +114,7 @@ def outer_op_names(tl, launch: np.ndarray) -> np.ndarray:
     r = tl.ranges
     if len(r) == 0 or not (launch >= 0).any():
         return out
-    ops = r[(r["kind"].astype(str) == "op").to_numpy()]
+    ops = r[classify.in_labels(r["kind"], ("op",))]
     api = tl.api_calls
     li = np.clip(launch, 0, None)
     for (pid, tid), o in ops.groupby(["pid", "tid"], observed=True):  # loop over host threads

@@ -179,7 +179,7 @@ def launching_thread(ctx, device: int) -> tuple[int, int] | None:
         top = first[int(np.argmax(np.bincount(codes)))]
         return int(pid[top]), int(tid[top])
     r = tl.ranges
-    st = r[r["kind"].astype(str) == "step"] if len(r) else r
+    st = r[classify.in_labels(r["kind"], ("step",))] if len(r) else r
     if len(st):
         return int(st["pid"].iat[0]), int(st["tid"].iat[0])
     return None

@@ -122,9 +122,10 @@ def _ops_around(tl, pid, tid, t, gap_ns: int) -> tuple[np.ndarray, np.ndarray]:
     r = tl.ranges
     if len(r) == 0:
         return mover, factory
-    kind = r["kind"].astype(str).to_numpy()
     # framework ops: Kineto cpu_op, or NVTX ranges named by emit_nvtx ("aten::to, seq = 7")
-    is_op = (kind == "op") | ((kind == "nvtx") & r["name"].astype(str).str.startswith("aten::").to_numpy())
+    is_op = classify.in_labels(r["kind"], ("op",)) | (
+        classify.in_labels(r["kind"], ("nvtx",))
+        & classify.label_mask(r["name"], lambda s: str(s).startswith("aten::")))
     ops = np.flatnonzero(is_op)
     if len(ops) == 0:
         return mover, factory
