@@ -1,6 +1,7 @@
-"""forking.beside: a pure function computed by a forked worker while this process goes on,
-with this process taking over whenever the worker fails; and its use by a parallel Kineto
-load, which nests the ranges in that worker (importers/kineto_json._ranges_beside)."""
+"""forking.beside: the answers of a pure generator computed by a forked worker while this
+process goes on, each used as soon as it is sent, with this process taking over whenever the
+worker fails; and its use by a parallel Kineto load, which nests the ranges and finds the
+memory events' owners in that worker (importers/kineto_json._ranges_beside)."""
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -15,47 +16,79 @@ from tracelint import forking
 pytestmark = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="fork: Linux")
 
 
-def _where_and_arrays():
-    return os.getpid(), np.arange(100_000, dtype=np.int64) * 7
+def _stages():
+    yield os.getpid(), np.arange(100_000, dtype=np.int64) * 7
+    yield os.getpid(), [1, 2, 3]
 
 
-def test_the_result_comes_from_a_worker_and_equals_fn():
-    with forking.beside(_where_and_arrays) as result:
-        pid, arr = result()
-        assert result()[0] == pid                         # asked twice: one answer
+def test_the_answers_come_from_a_worker_in_order():
+    with forking.beside(_stages) as answer:
+        pid, arr = answer(0)
+        assert answer(0)[0] == pid                        # asked twice: one answer
+        assert answer(1) == (pid, [1, 2, 3])
     assert pid != os.getpid()
     assert np.array_equal(arr, np.arange(100_000) * 7)
 
 
-def test_a_failing_worker_leaves_fn_to_this_process_and_its_error_is_raised_here():
+def test_the_first_answer_is_used_while_the_worker_makes_the_next():
+    parent = os.getpid()
+    r, w = os.pipe()
+
+    def slow_second():
+        yield "first"
+        os.read(r, 1)           # waits until the parent has the first answer
+        yield "second"
+
+    with forking.beside(slow_second) as answer:
+        assert answer(0) == "first"
+        os.write(w, b"x")
+        assert answer(1) == "second"
+    assert os.getpid() == parent
+    os.close(r)
+    os.close(w)
+
+
+def test_a_failing_worker_leaves_the_stages_to_this_process_and_errors_are_raised_here():
     parent = os.getpid()
 
-    def dies_in_worker():
+    def dies_after_the_first():
+        yield "one"
         if os.getpid() != parent:
             os._exit(3)
-        return "here"
+        yield "two"
 
-    with forking.beside(dies_in_worker) as result:
-        assert result() == "here"
+    with forking.beside(dies_after_the_first) as answer:
+        assert answer(0) == "one" and answer(1) == "two"
 
     def fails():
         raise ValueError("bad input, in whichever process")
+        yield
 
-    with forking.beside(fails) as result:
+    with forking.beside(fails) as answer:
         with pytest.raises(ValueError, match="bad input"):
-            result()
+            answer(0)
 
 
 def test_leaving_the_block_ends_a_worker_still_running():
+    def sleeps():
+        time.sleep(30)
+        yield None
+
     started = time.perf_counter()
-    with forking.beside(lambda: time.sleep(30)):
+    with forking.beside(sleeps):
         pass
     assert time.perf_counter() - started < 10
 
 
-def test_without_fork_fn_runs_here_once(monkeypatch):
+def test_without_fork_the_stages_run_here_once(monkeypatch):
     calls = []
+
+    def counted():
+        calls.append(os.getpid())
+        yield len(calls)
+        yield "next"
+
     monkeypatch.setattr(forking, "mp_context", lambda: mp.get_context("spawn"))
-    with forking.beside(lambda: calls.append(os.getpid()) or len(calls)) as result:
-        assert result() == 1 and result() == 1
+    with forking.beside(counted) as answer:
+        assert answer(0) == 1 and answer(1) == "next" and answer(0) == 1
     assert calls == [os.getpid()]

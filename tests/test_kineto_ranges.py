@@ -7,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import TRACES, trace_or_skip
@@ -146,7 +147,6 @@ def test_unsafe_or_uncuttable_files_take_the_whole_buffer(tmp_path, monkeypatch,
 def test_worker_processes_equal_one_process(tmp_path, monkeypatch, name, range_bytes):
     """Ranges decoded by 3 processes (names renumbered, columns merged in file order) give
     the same Timeline as the whole-buffer path."""
-    from tracelint.importers import kineto_parallel as kp
     path = _plain(tmp_path, name)
     monkeypatch.setattr(kr, "RANGE_BYTES", range_bytes)
     monkeypatch.setattr(kr, "STREAM_MIN", 0)
@@ -303,44 +303,47 @@ def test_the_command_forks_its_decoders_before_it_imports_pandas(tmp_path):
 
 def test_a_parallel_load_nests_its_ranges_in_a_worker_and_survives_its_death(tmp_path,
                                                                            monkeypatch):
-    """After a parallel decode the ranges' nesting is computed by a forked worker
-    (kineto_tables.nest_ranges) while this process builds the other tables; if that worker
-    dies, this process nests them itself. Both give the one-process Timeline."""
+    """After a parallel decode the ranges' nesting and the [memory] events' owners are made by
+    a forked worker (kineto_tables.ranges_work) while this process builds the other tables;
+    if that worker dies before or between them, this process makes them itself. Each way
+    gives the one-process Timeline."""
     import os
     from tracelint.importers import kineto_tables as kt
     path = _plain(tmp_path, "hta_v100_rank1of2.json.gz")
     monkeypatch.setattr(kr, "RANGE_BYTES", 400_000)
     monkeypatch.setattr(kr, "STREAM_MIN", 0)
     monkeypatch.setattr(forking, "_LOAD_WORKERS", 2)
-    parent, nested_by = os.getpid(), []
-    nest = kt.nest_ranges
+    parent, made_here = os.getpid(), []
+    work = kt.ranges_work
 
-    def recording(c):
-        if os.getpid() != parent:
-            os.write(w, b"w")                 # the worker says so through a pipe
-        else:
-            nested_by.append("here")
-        return nest(c)
+    def recording(c, names, memory, die_after=None):
+        for i, answer in enumerate(work(c, names, memory)):
+            if os.getpid() == parent:
+                made_here.append(i)
+            elif i == die_after:
+                os._exit(3)
+            else:
+                os.write(w, b"w")           # the worker says so through a pipe
+            yield answer
 
     r, w = os.pipe()
-    monkeypatch.setattr(kt, "nest_ranges", recording)
+    monkeypatch.setattr(kt, "ranges_work", recording)
     beside = kj._load_in_ranges(path, lambda stage, fraction: None)
     os.close(w)
-    assert os.read(r, 10) == b"w" and nested_by == []
+    assert os.read(r, 10) == b"ww" and made_here == []
     os.close(r)
-
-    def dies_in_worker(c):
-        if os.getpid() != parent:
-            os._exit(3)
-        nested_by.append("here")
-        return nest(c)
-
-    monkeypatch.setattr(kt, "nest_ranges", dies_in_worker)
-    rescued = kj._load_in_ranges(path, lambda stage, fraction: None)
-    assert nested_by == ["here"]
+    assert len(beside.memory) and (np.asarray(beside.memory["op"], dtype=object) != "").any()
+    rescued = []
+    for die_after in (0, 1):
+        made_here.clear()
+        w = os.open(os.devnull, os.O_WRONLY)
+        monkeypatch.setattr(kt, "ranges_work", lambda c, n, m, d=die_after: recording(c, n, m, d))
+        rescued.append(kj._load_in_ranges(path, lambda stage, fraction: None))
+        os.close(w)
+        assert made_here == [0, 1]            # what the worker did not send: all made here
     monkeypatch.setattr(forking, "_LOAD_WORKERS", 1)
     monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
     one = kj.load_kineto(path)
-    for tl in (beside, rescued):
+    for tl in (beside, *rescued):
         tl.meta.load_s = one.meta.load_s
         _assert_same(tl, one)

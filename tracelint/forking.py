@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from typing import Callable
+from typing import Callable, Iterable
 
 #: Processes that one large file's load may use (importers/kineto_parallel). A library call
 #: loads in its own process unless it asks for more; the CLI uses the usable CPUs.
@@ -121,38 +121,42 @@ def _deal_worker(n: int, do, counter, send) -> None:
 
 
 @contextlib.contextmanager
-def beside(fn: Callable[[], object]):
-    """fn() computed by a forked worker while this process goes on: yields `result()`, which
-    waits for the worker's answer. fn must be pure (what it returns is all that counts; the
-    worker shares this heap copy-on-write). Its arrays come back through a memory file
-    (tracelint.shared_result). If the worker fails in any way, result() calls fn() here, so
-    fn's own error is raised here as in one process. Without fork, result() calls fn() here.
-    Leaving the block ends a worker still running."""
+def beside(stages: Callable[[], Iterable]):
+    """The answers stages() yields, computed by a forked worker while this process goes on:
+    yields `answer(i)`, which waits for the i-th (each is sent as soon as it is made, so an
+    early one is used while the worker makes the next). stages must be pure (what it yields is
+    all that counts; the worker shares this heap copy-on-write); arrays come back through a
+    memory file (tracelint.shared_result). If the worker fails in any way before the i-th
+    answer, answer(i) runs stages() here, so its own error is raised here as in one process;
+    without fork, stages() always runs here. Leaving the block ends a worker still running."""
     from . import shared_result
-    got: list = []
+    here: list = []
+
+    def from_here(i: int):
+        if not here:
+            here.append(list(stages()))
+        return here[0][i]
     if mp_context().get_start_method() != "fork":
-        def here():
-            if not got:
-                got.append(fn())
-            return got[0]
-        yield here
+        yield from_here
         return
     mp = mp_context()
     fd = shared_result.open_file()
     receive, send = mp.Pipe(duplex=False)
-    worker = mp.Process(target=_beside_worker, args=(fn, send, fd), daemon=True)
+    worker = mp.Process(target=_beside_worker, args=(stages, send, fd), daemon=True)
     worker.start()
     send.close()
+    got: list = []
+    ended: list = []
 
-    def result():
-        if not got:
+    def answer(i: int = 0):
+        while len(got) <= i and not ended:
             try:
                 got.append(shared_result.receive(receive.recv(), fd))
             except (EOFError, OSError):
-                got.append(fn())      # the worker died, or fn failed there: its error, here
-        return got[0]
+                ended.append(True)    # the worker died, or stages failed there
+        return got[i] if i < len(got) else from_here(i)
     try:
-        yield result
+        yield answer
     finally:
         receive.close()
         if worker.is_alive():
@@ -161,11 +165,13 @@ def beside(fn: Callable[[], object]):
         shared_result.close(fd)
 
 
-def _beside_worker(fn, send, fd) -> None:
+def _beside_worker(stages, send, fd) -> None:
     from .shared_result import Writer
+    put = Writer(fd).put
     try:
-        send.send(Writer(fd).put(fn()))
-    except BaseException:    # noqa: BLE001 - the parent calls fn itself
+        for one in stages():
+            send.send(put(one))
+    except BaseException:    # noqa: BLE001 - the parent runs stages itself
         pass
     finally:
         send.close()

@@ -66,20 +66,22 @@ def load_kineto(path, progress: Callable[[str, float], None] | None = None) -> T
 
 
 def _finish(path: Path, cols: dict, specials: list[dict], build: Builder, top, shapes: bool,
-            report, nested: Callable[[], tuple] | None = None) -> Timeline:
+            report, beside: Callable[[int], object] | None = None) -> Timeline:
     """The Timeline from the decoded columns. Its modules (pandas) are imported here, after the
-    decode: a parallel load forks its workers first (kineto_parallel). nested: returns the
-    ranges' nesting (kineto_tables.nest_ranges), computed beside (_ranges_beside)."""
+    decode: a parallel load forks its workers first (kineto_parallel). beside: answer(i) of
+    kineto_tables.ranges_work (the ranges' nesting, then the [memory] events' owners),
+    computed beside this process (_ranges_beside)."""
     from .kineto_cupti import add_range_kernels
     from .kineto_memory import attach as attach_memory
     from .kineto_meta import TraceInfo, build_meta
     from .kineto_tables import build_timeline
     info = TraceInfo(top, shapes=shapes)
     report("build", 0.0)
-    tl = build_timeline(cols, specials, build, nested)
+    tl = build_timeline(cols, specials, build, beside and (lambda: beside(0)))
     tl.meta = build_meta(path, info, tl, build, specials)
     trim()                                        # the sort's freed copies, before the next peak
-    attach_memory(tl, build.memory, bool(info.top.profile_memory))   # [memory] events
+    attach_memory(tl, build.memory, bool(info.top.profile_memory),   # [memory] events
+                  beside and (lambda: beside(1)))
     add_range_kernels(tl, specials, us_to_ns)     # CUPTI counters: kernels with synthetic times
     report("build", 1.0)
     return tl
@@ -108,30 +110,33 @@ def _load_in_ranges(path: Path, report) -> Timeline | None:
         top = msgspec.json.decode(top_bytes, type=Top)
     except (kr.NotSplittable, OSError, msgspec.DecodeError, TraceFormatError):
         return None
-    with _ranges_beside(build, n >= 2) as (sorted_ranges, nested):
+    with _ranges_beside(build, n >= 2) as (sorted_ranges, beside):
         cols = build.columns()
         if sorted_ranges is not None:
             cols["ranges"] = sorted_ranges
         build.fill_correlation_from_flows(cols, lambda: kr.flow_events(
             path, ranges, firsts, build.flow_chunks, FLOW_CATS))
         shapes = bool(top.record_shapes) or shapes or top_bytes.find(b'"Input Dims"') >= 0
-        return _finish(path, cols, specials, build, top, shapes, report, nested)
+        return _finish(path, cols, specials, build, top, shapes, report, beside)
 
 
 @contextlib.contextmanager
 def _ranges_beside(build: Builder, parallel: bool):
     """After a parallel decode: the ranges' columns sorted, and a forked worker started on
-    their nesting (kineto_tables.nest_ranges), the largest step of the serial tail, while
-    this process builds every other table. Yields (sorted ranges columns, the worker's result)
-    or (None, None) to build all in this process."""
+    their nesting and then the [memory] events' owners (kineto_tables.ranges_work), the two
+    largest steps of the serial tail, while this process builds every other table and, once
+    the nesting is in, the ranges and the metadata. Yields (sorted ranges columns, the
+    worker's answer(i)) or (None, None) to build all in this process."""
     if not parallel or "ranges" not in build.parts:
         yield None, None
         return
     from ..forking import beside
-    from .kineto_tables import nest_ranges, sort_by_start
+    from .kineto_tables import ranges_work, sort_by_start
     sorted_ranges = sort_by_start(build.columns(only=("ranges",))["ranges"])
-    with beside(partial(nest_ranges, sorted_ranges)) as nested:
-        yield sorted_ranges, nested
+    names = list(build.vocab["ranges"])
+    build.memory.rows()                     # sorted once, here: the owners index these rows
+    with beside(partial(ranges_work, sorted_ranges, names, build.memory)) as answer:
+        yield sorted_ranges, answer
 
 
 def _decode_events(path: Path, raws: list, dec, build: Builder, report) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from itertools import compress
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -75,6 +75,7 @@ class MemoryColumns:
         self.bad = 0
         self.seen = 0
         self.notes: list[str] = []
+        self._rows: tuple[np.ndarray, np.ndarray] | None = None
 
     def add(self, events: list) -> None:
         """events: one chunk's decoded instant events (category cpu_instant_event, or "" in
@@ -102,20 +103,38 @@ class MemoryColumns:
         self.bad += other.bad
         self.seen += other.seen
 
-    def table(self, ranges: pd.DataFrame) -> pd.DataFrame:
-        """The memory table, by ts; op: the innermost CPU op or annotation around each event.
-        (pandas is imported here, not with the module: a parallel load forks its decoding
-        workers before pandas is imported, kineto_parallel.)"""
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ts, the other columns as rows: pid, tid, bytes ... addr) of every event, by ts;
+        concatenated once, the parts dropped (memory peak: one copy of the rows at a time)."""
+        if self._rows is None:
+            ts = np.concatenate(self.ts) if self.ts else np.zeros(0, np.int64)
+            cols = (np.concatenate(self.parts, axis=1) if self.parts
+                    else np.zeros((2 + len(_ARG_FIELDS), 0), np.int64))
+            self.ts, self.parts = [], []
+            if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
+                order = np.argsort(ts, kind="stable")
+                ts, cols = ts[order], cols[:, order]
+            self._rows = ts, cols
+        return self._rows
+
+    def owners(self, ranges: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+        """The innermost CPU op or annotation around each row (timeline.memory.
+        innermost_owners): the table's op column, computable apart from the table."""
+        from ..timeline.memory import innermost_owners
+        ts, cols = self.rows()
+        return innermost_owners(ranges, cols[0], cols[1], ts)
+
+    def table(self, ranges: pd.DataFrame, owners: Callable[[], tuple] | None = None) -> pd.DataFrame:
+        """The memory table, by ts; op: the innermost CPU op or annotation around each event
+        (owners: returns owners(ranges), computed elsewhere: asked last, when every other
+        column is made). (pandas is imported here, not with the module: a parallel load forks
+        its decoding workers before pandas is imported, kineto_parallel.)"""
         import pandas as pd
-        from ..timeline.memory import enclosing_ops_categorical
+        from ..timeline.memory import owners_categorical
         from ..timeline.schema import make_table
-        if not self.ts:
+        ts, cols = self.rows()
+        if not len(ts):
             return make_table("memory", {}, 0)
-        ts, cols = np.concatenate(self.ts), np.concatenate(self.parts, axis=1)
-        self.ts, self.parts = [], []           # (memory peak: one copy of the rows at a time)
-        if len(ts) > 1 and (ts[1:] < ts[:-1]).any():
-            order = np.argsort(ts, kind="stable")
-            ts, cols = ts[order], cols[:, order]
         pid, tid, nbytes, alloc, reserved, dtype, dev, addr = cols
         uniq, inv = np.unique(dtype, return_inverse=True)
         labels = [DEVICE_TYPES.get(int(d), "other") for d in uniq]
@@ -124,12 +143,13 @@ class MemoryColumns:
         if "cpu" in kinds:
             dev = np.where(codes == kinds.index("cpu"), -1, dev)
         self._running_totals(kinds, codes, dev, nbytes, alloc)
+        op = owners_categorical(*(owners() if owners is not None else self.owners(ranges)))
         n = len(ts)
         return make_table("memory", {
             "device": dev, "device_type": pd.Categorical.from_codes(codes, kinds),
             "ts": ts, "bytes": nbytes, "total_allocated": alloc,
             "total_reserved": reserved, "addr": addr, "pid": pid, "tid": tid,
-            "op": enclosing_ops_categorical(ranges, pid, tid, ts),
+            "op": op,
             "source": pd.Categorical.from_codes(np.zeros(n, np.int8), ["allocator"])}, n)
 
     def _running_totals(self, kinds, codes, dev, nbytes, alloc) -> None:
@@ -147,10 +167,12 @@ class MemoryColumns:
                               "capture start")
 
 
-def attach(tl, mem: MemoryColumns, profile_memory: bool = False) -> None:
+def attach(tl, mem: MemoryColumns, profile_memory: bool = False,
+           owners: Callable[[], tuple] | None = None) -> None:
     """Fill tl.memory from the collected events; note what was dropped and what was captured
-    (profile_memory: the trace says memory was profiled, so no rows means no events)."""
-    tl.memory = mem.table(tl.ranges)
+    (profile_memory: the trace says memory was profiled, so no rows means no events; owners:
+    returns mem.owners(tl.ranges), computed elsewhere)."""
+    tl.memory = mem.table(tl.ranges, owners)
     tl.meta.raw_event_counts["memory"] = mem.seen
     if len(tl.memory) or profile_memory:
         tl.meta.captured.add("memory")

@@ -28,7 +28,7 @@ _MEM_KIND = {k: k for k in ("pageable", "pinned", "device", "managed", "array")}
 def build_timeline(cols: dict, specials: list[dict], build: Builder,
                    nested: Callable[[], tuple] | None = None) -> Timeline:
     """Sort each table by start, add categoricals and derived columns, build the frames.
-    nested: returns the (depth, parent) of cols["ranges"] (sorted already, nest_ranges),
+    nested: returns the (depth, parent) of cols["ranges"] (sorted already, ranges_work),
     computed elsewhere (a parallel load's worker, kineto_json): the ranges are built last, so
     that it has the longest time."""
     tl = Timeline()
@@ -68,11 +68,16 @@ def build_timeline(cols: dict, specials: list[dict], build: Builder,
     return tl
 
 
-def nest_ranges(c: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(depth, parent) of the ranges columns c, per (pid, tid): the largest step after a
-    decode (49 ms of the 250 ms serial tail on the 287 MB reference). Pure: a parallel load
-    computes it in a forked worker while this process builds the other tables."""
-    return _nest(c)
+def ranges_work(c: dict, names: list[str], memory):
+    """Yields the (depth, parent) of the sorted ranges columns c, per (pid, tid), then the
+    innermost range around each [memory] event (kineto_memory.MemoryColumns.owners): the two
+    largest steps after a decode (49 and 45 ms of the 250 ms serial tail on the 287 MB
+    reference). Pure: a parallel load runs it in a forked worker (forking.beside) while this
+    process builds the other tables, and uses the nesting while the owners are made."""
+    depth, parent = _nest(c)
+    yield depth, parent
+    events = len(memory.rows()[0])
+    yield memory.owners(_ranges(c, names, (depth, parent))) if events else None
 
 
 def sort_by_start(c: dict) -> dict:
@@ -129,7 +134,9 @@ def _api_link(api: pd.DataFrame) -> Callable[[np.ndarray], tuple[np.ndarray, np.
 
 def _ranges(c: dict, names: list[str], nested: tuple | None = None) -> pd.DataFrame:
     """Ops, annotations, ProfilerStep#N steps and GPU annotations; nested per (pid, tid)
-    (nested: their (depth, parent), computed already)."""
+    (nested: their (depth, parent), computed already). c itself is left as it is: a parallel
+    load's worker reads the same columns (ranges_work), and this process too if it fails."""
+    c = dict(c)
     step = np.array([int(m.group(1)) if (m := _STEP.match(s)) else -1 for s in names])[c["name"]]
     is_step = (step >= 0) & (c["kind"] <= 1)
     c["step"] = np.where(is_step, step, -1)
