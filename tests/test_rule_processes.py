@@ -189,7 +189,7 @@ def test_fixes_replayed_by_two_processes_save_what_one_process_does(monkeypatch)
     def savings(two: bool):
         fs = copy.deepcopy(found)
         total, path = project_savings(w, fs, rules, ctx, two_processes=two,
-                                      beside=w.critical_path_dict)
+                                      side_task=w.critical_path_dict)
         return total, path, [(f.rule, f.saving_ns, f.saving_iterations, f.saving_note) for f in fs]
 
     one = savings(False)

@@ -1,7 +1,8 @@
 """Worker processes that fork from this one: how many, which start method, a heap the
-workers do not copy, and work dealt item by item to this process and a worker. Used by the
-parallel Kineto load (importers/kineto_parallel), a large trace's rules and fixes' replays
-(engine/rule_processes, engine/savings) and `lint DIR --jobs N` (ranks/job)."""
+workers do not copy, work dealt item by item to this process and a worker, and one function's
+answers computed beside this process. Used by the parallel Kineto load (importers/
+kineto_parallel, and kineto_json for the tables after it), a large trace's rules and fixes'
+replays (engine/rule_processes, engine/savings) and `lint DIR --jobs N` (ranks/job)."""
 from __future__ import annotations
 
 import contextlib
@@ -117,7 +118,6 @@ def _deal_worker(n: int, do, counter, send) -> None:
         pass
     finally:
         send.close()
-
 
 
 @contextlib.contextmanager

@@ -154,9 +154,9 @@ def project(tl: Timeline, findings: list[Finding], instances: dict, ctx: Context
         return {}
     w, path = base
     saving_all, later = project_savings(w, findings, instances, ctx, two_processes,
-                                        beside=None if path else w.critical_path_dict)
+                                        side_task=w.critical_path_dict if path is None else None)
     w.release_base()
-    return {"saving_all_ns": saving_all, "critical_path": path or later}
+    return {"saving_all_ns": saving_all, "critical_path": later if path is None else path}
 
 
 #: Cross-rank findings get their saving from the job replay (ranks/job_whatif.py, run by

@@ -25,11 +25,11 @@ def stated_fix(rule, finding: Finding, ctx) -> tuple:
 
 def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ctx,
                     two_processes: bool = False,
-                    beside: Callable[[], object] | None = None) -> tuple[int | None, object]:
-    """Fill saving_* on every finding; return (saving_all_ns, what `beside` returned).
+                    side_task: Callable[[], object] | None = None) -> tuple[int | None, object]:
+    """Fill saving_* on every finding; return (saving_all_ns, what `side_task` returned).
     saving_all_ns: all fixes together, None when no fix could be replayed. One replay per fix
     and one with all of them; with two_processes they are dealt to this process and a forked
-    worker (forking.deal_in_two), and `beside` with them: work of the same size as a replay
+    worker (forking.deal_in_two), and `side_task` with them: work of the size of a replay
     (the base replay's critical path) that the second round of replays leaves a process
     idle for."""
     span = max(int(whatif.tl.span_ns), 1)
@@ -43,14 +43,14 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
     runs = [edits for _, edits in fixed]
     if len(fixed) > 1:         # one fix: all fixes together is that replay
         runs.append([e for edits in runs for e in edits])
-    tasks: list[Callable[[], object]] = [beside] if beside is not None else []
+    tasks: list[Callable[[], object]] = [side_task] if side_task is not None else []
     tasks += [partial(whatif.saving, edits) for edits in runs]
     if two_processes and len(tasks) > 1:
         from ..forking import deal_in_two
         results = deal_in_two(len(tasks), lambda i, in_worker: tasks[i]())
     else:
         results = [task() for task in tasks]
-    extra = results.pop(0) if beside is not None else None
+    extra = results.pop(0) if side_task is not None else None
     for (f, _), (saved, per_it) in zip(fixed, results):
         f.saving_ns = int(saved)
         f.saving_share = saved / span

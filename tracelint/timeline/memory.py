@@ -31,7 +31,7 @@ def enclosing_ops(ranges: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
                   ts: np.ndarray) -> np.ndarray:
     """Per (pid, tid, ts): the name of the innermost CPU op / annotation / NVTX range on that
     thread with start <= ts < end (or ts == start for an empty range), "" when none."""
-    q, short = _innermost_names(ranges, pid, tid, ts)
+    q, short = innermost_owners(ranges, pid, tid, ts)
     return np.array(short, dtype=object)[q]
 
 
@@ -43,16 +43,9 @@ def enclosing_ops_categorical(ranges: pd.DataFrame, pid: np.ndarray, tid: np.nda
     return owners_categorical(*innermost_owners(ranges, pid, tid, ts))
 
 
-def innermost_owners(ranges: pd.DataFrame, pid: np.ndarray, tid: np.ndarray,
-                     ts: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """(per query, an index into the short names; the short names): what
-    enclosing_ops_categorical makes its Categorical of, computable apart from it (a parallel
-    load's worker does, importers/kineto_tables.ranges_work)."""
-    return _innermost_names(ranges, pid, tid, ts)
-
-
 def owners_categorical(q: np.ndarray, short: list[str]) -> pd.Categorical:
-    """The Categorical of innermost_owners' answer."""
+    """The Categorical of innermost_owners' answer (computed apart from it: by a parallel
+    load's worker, importers/kineto_tables.ranges_work)."""
     used = np.unique(q)
     cats = sorted({short[i] for i in used})          # names may repeat: "", emit_nvtx ops
     final = np.zeros(len(short), np.int64)
@@ -60,7 +53,7 @@ def owners_categorical(q: np.ndarray, short: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(final[q], categories=cats)
 
 
-def _innermost_names(ranges: pd.DataFrame, pid, tid, ts) -> tuple[np.ndarray, list[str]]:
+def innermost_owners(ranges: pd.DataFrame, pid, tid, ts) -> tuple[np.ndarray, list[str]]:
     """(per query, the index of its innermost owner range's short name; the short name of each
     distinct range name, with "" last for none); vectorised per thread of the queries, one
     search per nesting level. A thread's owner ranges are sorted once by (depth, start), so
