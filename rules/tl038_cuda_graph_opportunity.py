@@ -91,7 +91,7 @@ class CudaGraphOpportunity(Rule):
     # ----- shared facts ---------------------------------------------------------------------
     def _steps(self, ctx) -> pd.DataFrame:
         r = ctx.tl.ranges
-        return r[classify.label_mask(r["kind"], "step".__eq__)].sort_values("start") if len(r) else r
+        return r[classify.in_labels(r["kind"], ("step",))].sort_values("start") if len(r) else r
 
     def _graph_use(self, ctx) -> dict:
         """Graph API roles of the calls, and the counts of replays and plain launches: once per

@@ -7,9 +7,8 @@ opens one anonymous memory file per worker before the workers fork (they inherit
 pickles each result with protocol 5, which hands the arrays' buffers over out of band, writes
 those buffers into the file as the result is made (Writer) and returns only the small pickles
 and where each buffer lies. The parent maps the file once and unpickles onto views of it: no
-copy. Anonymous (memfd): nothing to
-clean up if either side dies. Where there is no memfd (not Linux) or the workers do not fork,
-results travel as before.
+copy. Anonymous (memfd): nothing to clean up if either side dies. Where there is no memfd
+(not Linux) or the workers do not fork, results travel as before.
 """
 from __future__ import annotations
 
@@ -81,8 +80,8 @@ def receive_each(messages: dict, fd: int | None) -> dict:
     """receive() of every message a worker's Writer made, by key, the file mapped once."""
     def tagged(m) -> bool:
         return fd is not None and isinstance(m, tuple) and m[:1] == (_TAG,)
-    size = max((spans[-1][0] + spans[-1][1] for m in messages.values() if tagged(m)
-                for spans in (m[2],) if spans), default=0)
+    size = max((m[2][-1][0] + m[2][-1][1] for m in messages.values() if tagged(m) and m[2]),
+               default=0)
     view = memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_COPY)) if size else None  # private
     out = {}
     for key, m in messages.items():

@@ -132,7 +132,7 @@ def host_activity(ctx, pid: int | None, s: np.ndarray, e: np.ndarray, top: int =
     out: dict[str, int] = {}
     r = tl.ranges
     if len(r):
-        ops = np.flatnonzero(classify.label_mask(r["kind"], "op".__eq__)
+        ops = np.flatnonzero(classify.in_labels(r["kind"], ("op",))
                              & ((r["pid"].to_numpy() == pid) if pid is not None else True))
         leaf = ops[~np.isin(ops, r["parent"].to_numpy()[ops])]
         _add(out, classify.labels_at(r["name"], leaf), r["start"].to_numpy()[leaf],
