@@ -76,6 +76,27 @@ def test_ranges_equal_whole_buffer(tmp_path, monkeypatch, name, range_bytes):
     _assert_same(by_ranges, kj.load_kineto(path))
 
 
+def test_the_last_ranges_are_smaller_so_that_processes_end_together(tmp_path, monkeypatch):
+    """Ranges are RANGE_BYTES long except over the file's last TAIL_RANGES * RANGE_BYTES, cut
+    a quarter that size; every event is in exactly one range, and the Timeline is the same."""
+    path = _plain(tmp_path, "hta_v100_rank0of1.pt.trace.json.gz")
+    size = path.stat().st_size
+    monkeypatch.setattr(kr, "RANGE_BYTES", 400_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    _, ranges = kr.plan(path, size)
+    lengths = [hi - lo for lo, hi in ranges]
+    tail_from = size - kr.TAIL_RANGES * 400_000
+    early = [n for (lo, _), n in zip(ranges, lengths) if lo + 400_000 < tail_from]
+    late = [n for (lo, _), n in zip(ranges[:-1], lengths) if lo > tail_from]
+    assert early and all(400_000 <= n < 400_000 + 64_000 for n in early)
+    assert len(late) >= 4 and all(100_000 <= n < 100_000 + 64_000 for n in late)
+    assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    by_ranges = kj._load_in_ranges(path, lambda stage, fraction: None)
+    monkeypatch.setattr(kr, "TAIL_RANGES", 0)
+    assert len(kr.plan(path, size)[1]) < len(ranges)
+    _assert_same(by_ranges, kj._load_in_ranges(path, lambda stage, fraction: None))
+
+
 def test_correlation_from_flows_across_ranges(tmp_path, monkeypatch):
     """Kernels without args.correlation take it from ac2g flows, also when the flow and the
     kernel sit in different ranges and batches."""

@@ -20,6 +20,10 @@ import msgspec
 from .kineto_events import Event, TaggedEvent
 
 RANGE_BYTES = 4 << 20             # bytes per range: bounds the transient buffer and Raw slices
+#: The file's last TAIL_RANGES * RANGE_BYTES are cut in ranges a quarter that size: processes
+#: that take ranges from one counter (kineto_parallel) then end within a small range of each
+#: other, where one waited up to a whole 4 MB range (40-60 ms) for the other.
+TAIL_RANGES = 2
 STREAM_MIN = 64 << 20             # smaller files take the whole-buffer path
 _HEAD_MAX = 4 << 20               # "traceEvents" must start within this many bytes
 _CUT_WINDOW = 64 << 10            # bytes read at a time while looking for the next cut
@@ -46,7 +50,10 @@ def plan(path: Path, size: int) -> tuple[bytes, list[tuple[int, int]]]:
         raise NotSplittable("no traceEvents key near the start")
     first = m.end()
     cuts = []                          # (end of the previous range, start of the next)
-    target = first + RANGE_BYTES
+
+    def after(at: int) -> int:        # where to look for the next cut
+        return at + (RANGE_BYTES if size - at > TAIL_RANGES * RANGE_BYTES else RANGE_BYTES // 4)
+    target = after(first)
     while target < size:
         window = _pread(path, target, _CUT_WINDOW)
         c = _CUT.search(window)
@@ -54,7 +61,7 @@ def plan(path: Path, size: int) -> tuple[bytes, list[tuple[int, int]]]:
             target += _CUT_WINDOW
             continue
         cuts.append((target + c.start() + 1, target + c.end()))
-        target = target + c.end() + RANGE_BYTES
+        target = after(target + c.end())
     starts = [first] + [b for _, b in cuts]
     ends = [a for a, _ in cuts]
     close, top = _array_end(path, size, starts[-1], head[:m.end()])
