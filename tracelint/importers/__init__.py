@@ -136,10 +136,9 @@ def _load(p: Path, progress) -> Timeline:
     else:
         from .kineto_json import load_kineto
         tl = load_kineto(p, progress=progress)
-    from ..timeline.schema import TABLES, share_constant_columns
+    from ..timeline.schema import share_constant_tables
     tl.meta.source = str(path)
-    for table in TABLES:
-        setattr(tl, table, share_constant_columns(tl.table(table)))
+    share_constant_tables(tl)
     return tl
 
 

@@ -68,12 +68,13 @@ def build_timeline(cols: dict, specials: list[dict], build: Builder,
     return tl
 
 
-def ranges_work(c: dict, names: list[str], memory):
-    """Yields the (depth, parent) of the sorted ranges columns c, per (pid, tid), then the
-    innermost range around each [memory] event (kineto_memory.MemoryColumns.owners): the two
-    largest steps after a decode (49 and 45 ms of the 250 ms serial tail on the 287 MB
+def ranges_work(columns: Callable[[], dict], names: list[str], memory):
+    """Yields the (depth, parent) of the sorted ranges columns (columns()), per (pid, tid),
+    then the innermost range around each [memory] event (kineto_memory.MemoryColumns.owners):
+    the two largest steps after a decode (49 and 45 ms of the 250 ms serial tail on the 287 MB
     reference). Pure: a parallel load runs it in a forked worker (forking.beside) while this
     process builds the other tables, and uses the nesting while the owners are made."""
+    c = columns()
     depth, parent = _nest(c)
     yield depth, parent
     events = len(memory.rows()[0])
