@@ -94,23 +94,18 @@ class CudaGraphOpportunity(Rule):
         return r[classify.in_labels(r["kind"], ("step",))].sort_values("start") if len(r) else r
 
     def _graph_use(self, ctx) -> dict:
-        """Graph API roles of the calls, and the counts of replays and plain launches: once per
-        trace (the check and its regions both read them)."""
-        cached = getattr(self, "_use", None)
-        if cached is not None and cached[0] is ctx:
-            return cached[1]
-        use = self._graph_use_of(ctx)
-        self._use = (ctx, use)
-        return use
-
-    def _graph_use_of(self, ctx) -> dict:
+        """Graph API roles of the calls (a categorical: one byte a call, where an object array
+        was 8, held through the what-if by the instance's memo at 10 M calls), whether each is a
+        graph replay, and the counts of replays and plain launches. Made once per check and
+        passed along (the check and its regions both read them), not kept after it."""
         api = ctx.tl.api_calls
-        role = np.asarray(classify.classify_categorical(api["name"], lambda n: compile_names.graph_api(n) or ""),
-                          dtype=object) if len(api) else np.zeros(0, object)
-        plain = classify.in_labels(ctx.tl.api_role, ("launch",)) & (role != "launch")
-        return {"role": role, "replays": int((role == "launch").sum()), "plain": int(plain.sum())}
+        role = (classify.classify_categorical(api["name"], lambda n: compile_names.graph_api(n) or "")
+                if len(api) else pd.Categorical([]))
+        replay = np.asarray(role == "launch", bool)
+        plain = classify.in_labels(ctx.tl.api_role, ("launch",)) & ~replay
+        return {"role": role, "replay": replay, "replays": int(replay.sum()), "plain": int(plain.sum())}
 
-    def _regions(self, ctx) -> pd.DataFrame:
+    def _regions(self, ctx, use: dict) -> pd.DataFrame:
         """One row per (step, device, stream, segment) of plain launches: signature, rows."""
         tl = ctx.tl
         k, api, steps = tl.kernels, tl.api_calls, self._steps(ctx)
@@ -120,8 +115,7 @@ class CudaGraphOpportunity(Rule):
         linked = li >= 0
         a_start = api["start"].to_numpy() if len(api) else np.zeros(0, np.int64)
         t = np.where(linked, a_start[np.maximum(li, 0)] if len(api) else 0, k["start"].to_numpy())
-        use = self._graph_use(ctx)
-        by_graph = linked & (use["role"][np.maximum(li, 0)] == "launch") if len(api) else np.zeros(len(k), bool)
+        by_graph = linked & use["replay"][np.maximum(li, 0)] if len(api) else np.zeros(len(k), bool)
         plain = ~(k["graph_launched"].to_numpy(dtype=bool) | by_graph)
         ss, se = steps["start"].to_numpy(), steps["end"].to_numpy()
         pos = np.searchsorted(ss, t, side="right") - 1
@@ -153,10 +147,10 @@ class CudaGraphOpportunity(Rule):
                         "end": int(end[lo:hi].max()), "rows": tuple(row[lo:hi].tolist())})
         return pd.DataFrame(out)
 
-    def _candidates(self, ctx) -> pd.DataFrame:
+    def _candidates(self, ctx, use: dict) -> pd.DataFrame:
         """Region instances that repeat, are big enough and launch-bound, with their idle."""
         opt = self.options
-        reg = self._regions(ctx)
+        reg = self._regions(ctx, use)
         n_steps = len(self._steps(ctx))
         if len(reg) == 0:
             return reg
@@ -195,7 +189,7 @@ class CudaGraphOpportunity(Rule):
     def check(self, ctx):
         tl, opt = ctx.tl, self.options
         use = self._graph_use(ctx)
-        c = self._candidates(ctx)
+        c = self._candidates(ctx, use)
         self._checked = (ctx, c)          # fix_edits reads the same regions (0.2 s to redo)
         for d in sorted(c["device"].unique()) if len(c) else []:
             cd = c[c["device"] == d]
@@ -216,7 +210,8 @@ class CudaGraphOpportunity(Rule):
             return None, ("which launches a re-capture records is not in the trace, so the replay cannot "
                           "remove them; the capture and instantiation time is in the evidence")
         checked = getattr(self, "_checked", None)
-        c = checked[1] if checked is not None and checked[0] is ctx else self._candidates(ctx)
+        c = (checked[1] if checked is not None and checked[0] is ctx
+             else self._candidates(ctx, self._graph_use(ctx)))
         c = c[c["device"] == finding.where.device] if len(c) else c
         if not len(c):
             return None, "no repeating region left"
@@ -300,7 +295,7 @@ class CudaGraphOpportunity(Rule):
         ss, se = steps["start"].to_numpy(), steps["end"].to_numpy()
         pos = np.searchsorted(ss, a_s, side="right") - 1
         pos = np.where((pos >= 0) & (a_s < se[np.maximum(pos, 0)]), pos, -1)
-        build = np.isin(role, ("capture_begin", "instantiate")) & (pos >= 1)
+        build = classify.in_labels(role, ("capture_begin", "instantiate")) & (pos >= 1)
         later = len(steps) - 1
         in_steps = sorted(set(pos[build].tolist()))
         if not build.any() or len(in_steps) < max(1, opt.min_rerecord_share * later) or build.sum() < 2:
@@ -315,7 +310,7 @@ class CudaGraphOpportunity(Rule):
                 k = np.searchsorted(a_s[ends], a_e[i])      # the first EndCapture after it
                 iv_s.append(a_s[i])
                 iv_e.append(a_e[ends[k]] if k < len(ends) else a_e[i])
-        other = np.isin(role, ("instantiate", "update")) & (pos >= 1)
+        other = classify.in_labels(role, ("instantiate", "update")) & (pos >= 1)
         iv_s += a_s[other].tolist()
         iv_e += a_e[other].tolist()
         ms, me = intervals.merge(np.asarray(iv_s, np.int64), np.asarray(iv_e, np.int64))

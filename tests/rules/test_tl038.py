@@ -189,7 +189,7 @@ def test_fix_reuses_the_regions_that_check_found():
     fresh = CudaGraphOpportunity()
     calls = []
     real = CudaGraphOpportunity._candidates
-    rule._candidates = lambda c: calls.append(1) or real(rule, c)
+    rule._candidates = lambda c, use: calls.append(1) or real(rule, c, use)
     edits, _ = rule.fix_edits(found[0], ctx)
     assert calls == [] and edits
     assert edits == fresh.fix_edits(found[0], ctx)[0]
