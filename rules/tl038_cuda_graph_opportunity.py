@@ -94,10 +94,10 @@ class CudaGraphOpportunity(Rule):
         return r[classify.in_labels(r["kind"], ("step",))].sort_values("start") if len(r) else r
 
     def _graph_use(self, ctx) -> dict:
-        """Graph API roles of the calls (a categorical: one byte a call, where an object array
-        was 8, held through the what-if by the instance's memo at 10 M calls), whether each is a
-        graph replay, and the counts of replays and plain launches. Made once per check and
-        passed along (the check and its regions both read them), not kept after it."""
+        """Graph API roles of the calls (a categorical, one byte a call), whether each is a graph
+        replay, and the counts of replays and plain launches: made once per check and passed
+        along, never kept on self (the runner keeps rule instances through the what-if's
+        memory peak: tests/test_rule_instances_memory.py)."""
         api = ctx.tl.api_calls
         role = (classify.classify_categorical(api["name"], lambda n: compile_names.graph_api(n) or "")
                 if len(api) else pd.Categorical([]))

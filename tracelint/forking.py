@@ -163,7 +163,7 @@ def beside(stages: Callable[[], Iterable]):
     finally:
         receive.close()
         if worker.is_alive():
-            worker.terminate()    # not waited for: see below
+            worker.terminate()    # not waited for (see the docstring)
         else:
             worker.join()
         shared_result.close(fd)

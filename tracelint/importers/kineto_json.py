@@ -81,7 +81,7 @@ def _finish(path: Path, cols: dict, specials: list[dict], build: Builder, top, s
     tl = build_timeline(cols, specials, build, beside and (lambda: beside(0)))
     tl.meta = build_meta(path, info, tl, build, specials)
     trim()                                        # the sort's freed copies, before the next peak
-    if beside:          # while the worker finds the memory owners: what the load does after
+    if beside:          # while the worker finds the memory owners; importers._load then checks
         share_constant_tables(tl)
     attach_memory(tl, build.memory, bool(info.top.profile_memory),   # [memory] events
                   beside and (lambda: beside(1)))
@@ -139,8 +139,8 @@ def _ranges_beside(build: Builder, parallel: bool):
 
     def sorted_ranges() -> dict:
         """Made once per process: the worker forks before this process concatenates and sorts
-        them, and makes its own from its copy of the parts (the same order, 40 ms sooner);
-        this process uses its own, and so does ranges_work here if the worker fails."""
+        them and makes its own from its copy of the parts (the same order; it starts 40 ms
+        sooner); this process uses its own, and so does ranges_work here if the worker fails."""
         if not made:
             made.append(sort_by_start(build.columns(only=("ranges",))["ranges"]))
         return made[0]
