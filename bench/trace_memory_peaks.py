@@ -1,11 +1,12 @@
 """Where a lint's memory peaks, without the heap's free space: every numpy array is traced.
 
-    python bench/trace_memory_peaks.py FILE [N]
+    python bench/trace_memory_peaks.py FILE [N] [STAGE]
 
 Runs load, every rule and the what-if stage of `tracelint lint FILE` under `tracemalloc`,
 polled every 3 ms. Prints the traced peak of each stage (rules by id; "between": after the
 rules, the savings replays' plans and the path's breakdown) and the N (default 25) largest
-allocations alive at the overall peak, by the tracelint lines that made them. RSS
+allocations alive at the overall peak (or at STAGE's own peak: a rule id, build, replay ...),
+by the tracelint lines that made them. RSS
 (bench/profile_lint_stages.py) also counts freed memory the heap keeps between stages, so
 it cannot say which arrays to cut. Used for the 3 M-kernel table in docs/performance.md
 ("Eighth pass"); tracing slows the lint about 1.5x.
@@ -18,7 +19,7 @@ import time
 import tracemalloc
 
 
-def main(path: str, top: int) -> None:
+def main(path: str, top: int, at: str | None = None) -> None:
     from tracelint.heap import keep_freed_pages
     keep_freed_pages()
     import tracelint
@@ -33,7 +34,7 @@ def main(path: str, top: int) -> None:
         while not done.is_set():
             cur, _ = tracemalloc.get_traced_memory()
             peaks[stage[0]] = max(peaks.get(stage[0], 0), cur)
-            if cur > best[0] * 1.01:
+            if cur > best[0] * 1.01 and at in (None, stage[0]):
                 best[:] = [cur, tracemalloc.take_snapshot(), stage[0]]
             time.sleep(0.003)
 
@@ -72,4 +73,5 @@ def main(path: str, top: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 25)
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 25,
+         sys.argv[3] if len(sys.argv) > 3 else None)
