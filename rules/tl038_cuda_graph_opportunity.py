@@ -303,10 +303,12 @@ class CudaGraphOpportunity(Rule):
         # host time rebuilding: capture windows (begin .. matching end) and instantiate / update calls
         iv_s, iv_e = [], []
         tids = api["tid"].to_numpy()
-        for tid in np.unique(tids[(role == "capture_begin") & (pos >= 1)]):
-            ends = np.flatnonzero((role == "capture_end") & (tids == tid))
+        begins = (role == "capture_begin") & (pos >= 1)      # every call's mask, made once
+        capture_end = role == "capture_end"
+        for tid in np.unique(tids[begins]):
+            ends = np.flatnonzero(capture_end & (tids == tid))
             ends = ends[np.argsort(a_s[ends], kind="stable")]
-            for i in np.flatnonzero((role == "capture_begin") & (pos >= 1) & (tids == tid)):
+            for i in np.flatnonzero(begins & (tids == tid)):
                 k = np.searchsorted(a_s[ends], a_e[i])      # the first EndCapture after it
                 iv_s.append(a_s[i])
                 iv_e.append(a_e[ends[k]] if k < len(ends) else a_e[i])
@@ -315,7 +317,7 @@ class CudaGraphOpportunity(Rule):
         iv_e += a_e[other].tolist()
         ms, me = intervals.merge(np.asarray(iv_s, np.int64), np.asarray(iv_e, np.int64))
         cost = int((me - ms).sum())
-        n_cap = int(((role == "capture_begin") & (pos >= 1)).sum())
+        n_cap = int(begins.sum())
         n_inst = int(((role == "instantiate") & (pos >= 1)).sum())
         first = int(np.flatnonzero(build)[0])
         where = ctx.where_for_api(first, start_ns=int(a_s[first]), end_ns=int(a_e[first]))
