@@ -73,3 +73,50 @@ def test_the_cli_keeps_freed_pages_and_light_commands_do_not_pay_for_it(tmp_path
                              text=True, timeout=300)
         assert res.stdout.split()[-1] == want, (argv, res.stdout[-500:], res.stderr[-2000:])
     assert (tmp_path / "report.json").stat().st_size > 0
+
+
+HOLD = r"""
+import sys
+import numpy as np
+from tracelint import heap
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+heap.keep_freed_pages()
+if sys.argv[1] == "hold":
+    heap.for_trace_after_trace()
+a = np.ones(16 << 20)          # 128 MB from the heap, then freed and trimmed
+del a
+before = rss_mb()
+heap.trim()
+print(before - rss_mb())
+"""
+
+
+def test_a_process_linting_trace_after_trace_keeps_its_freed_pages():
+    from tracelint import heap
+    if heap._LIBC is None:
+        pytest.skip("not glibc: the policy is a no-op here")
+    given_back = {}
+    for mode in ("trim", "hold"):
+        res = subprocess.run([sys.executable, "-c", HOLD, mode], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stderr[-2000:]
+        given_back[mode] = float(res.stdout.split()[-1])
+    assert given_back["trim"] > 100, given_back       # the 128 MB went back to the OS
+    assert given_back["hold"] < 10, given_back        # kept for the next rank
+
+
+def _policy_in_worker(_source):
+    from tracelint import heap
+    return [heap._hold]
+
+
+def test_a_jobs_pool_workers_keep_their_freed_pages_and_this_process_does_not():
+    from tracelint import heap
+    from tracelint.ranks.job import _map_local
+    out, execution = _map_local(["a", "b"], _policy_in_worker, 2, None)
+    assert out == [True, True] and execution["workers"] == 2
+    assert heap._hold is False

@@ -186,8 +186,10 @@ def _map_local(sources, task, workers, progress):
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
     out: list[RankSummary] = []
+    from ..heap import for_trace_after_trace
     # the pool forks all its workers at the first submit, before the progress bar's thread
-    with frozen_heap(), ProcessPoolExecutor(max_workers=workers, mp_context=mp_context()) as ex:
+    with frozen_heap(), ProcessPoolExecutor(max_workers=workers, mp_context=mp_context(),
+                                            initializer=for_trace_after_trace) as ex:
         futs = {ex.submit(task, s): s for s in sources}
         if progress:
             progress(0, len(sources), "")
