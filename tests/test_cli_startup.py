@@ -152,18 +152,33 @@ def test_a_lint_into_a_file_does_not_import_rich(tmp_path):
     assert res.returncode == 2 and "no such file" in res.stderr     # a note: rich made then
 
 
+def test_a_job_lint_into_a_file_imports_neither_rich_nor_jinja2(tmp_path):
+    """The coordinator's serial part of `lint DIR --jobs N`: no progress bar's rich modules
+    without a terminal, and no HTML templating for a JSON report."""
+    from conftest import BUNDLED
+    from tracelint.ranks.synth import make_job
+    job = tmp_path / "job"
+    make_job(BUNDLED / "torch" / "hta_nccl_a100_rank0of2.json.gz", job, ranks=2)
+    out = tmp_path / "r.json"
+    res, modules = _run(["lint", str(job), "--jobs", "1", "-f", "json", "-o", str(out),
+                         "--fail-on", "never"], tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert len(json.loads(out.read_text())["ranks"]) == 2
+    assert not {"rich", "rich.console", "rich.progress", "jinja2"} & modules
+
+
 @pytest.mark.parametrize("env", [{}, {"TTY_COMPATIBLE": "1"}, {"TTY_COMPATIBLE": "0"},
                                  {"FORCE_COLOR": "1"}, {"FORCE_COLOR": ""},
                                  {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "0"}])
 def test_the_terminal_pre_check_never_hides_a_terminal_rich_sees(env, monkeypatch):
-    """_stderr_may_be_terminal() is False only where rich's Console says no terminal too."""
+    """stderr_may_be_terminal() is False only where rich's Console says no terminal too."""
     from rich.console import Console
     from tracelint.cli import common
     for k in ("TTY_COMPATIBLE", "FORCE_COLOR"):
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    if not common._stderr_may_be_terminal():
+    if not common.stderr_may_be_terminal():
         assert not Console(stderr=True).is_terminal
 
 

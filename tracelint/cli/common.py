@@ -32,7 +32,7 @@ class _Stderr:
 stderr = _Stderr()
 
 
-def _stderr_may_be_terminal() -> bool:
+def stderr_may_be_terminal() -> bool:
     """False where rich's Console.is_terminal is False too (no TTY, and no TTY_COMPATIBLE=1
     or FORCE_COLOR asking for one), without making the Console."""
     try:
@@ -45,7 +45,7 @@ def _stderr_may_be_terminal() -> bool:
 @contextmanager
 def loading_progress(path: str, enabled: bool = True):
     """A progress bar on stderr (TTY only) while a big trace loads; yields the callback."""
-    if not enabled or not _stderr_may_be_terminal() or not stderr.is_terminal:
+    if not enabled or not stderr_may_be_terminal() or not stderr.is_terminal:
         yield None
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
