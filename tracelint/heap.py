@@ -14,8 +14,8 @@ Why:
   holes (30 MB of the peak on the 287 MB reference).
 - A job's worker process lints rank after rank (`for_trace_after_trace`): there the next
   stage is often the next rank's, which faults every page in again, so it keeps its freed
-  pages instead. On 8 ranks of 17 MB, two workers: half the page faults, 1.8 s less wall
-  (docs/performance.md, "Twentieth pass"), for a worker peak 15 % higher.
+  pages instead. On 8 ranks of 17 MB: half the page faults and 7-8 % less wall time with one
+  worker or two (docs/performance.md, "Twentieth pass"), for a worker peak 12-15 % higher.
 
 Only glibc has the malloc calls; elsewhere `trim` and `keep_freed_pages` do nothing.
 """
@@ -74,4 +74,3 @@ def for_trace_after_trace() -> None:
     global _hold
     keep_freed_pages()
     _hold = True
-

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 from ..engine.config import Config
 from ..errors import TraceFormatError, TracelintError
 from ..forking import frozen_heap, mp_context, usable_cpus
+from ..heap import for_trace_after_trace
 from .inputs import is_job_input, is_url
 from .report import JobReport
 from .summary import RankSummary, rank_from_name, summarize_source
@@ -186,7 +187,6 @@ def _map_local(sources, task, workers, progress):
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
     out: list[RankSummary] = []
-    from ..heap import for_trace_after_trace
     # the pool forks all its workers at the first submit, before the progress bar's thread
     with frozen_heap(), ProcessPoolExecutor(max_workers=workers, mp_context=mp_context(),
                                             initializer=for_trace_after_trace) as ex:
