@@ -155,16 +155,34 @@ def check_config(config: Config | None) -> Config:
 def run_map(sources: Sequence[str], config: Config | None, jobs: int | None = None,
             dask_address: Any = None, progress: Progress | None = None,
             graphs: bool = False) -> tuple[list[RankSummary], dict]:
-    """Summaries of every source, from a local process pool or a Dask cluster; graphs: with
-    each rank's what-if graph (summarize_source)."""
+    """Summaries of every source in the sources' order (whichever finished first), from a
+    local process pool or a Dask cluster; graphs: with each rank's what-if graph
+    (summarize_source)."""
     sources = list(sources)
     task = functools.partial(summarize_source, config=config, graphs=graphs)
     if dask_address is not None:
-        return _map_dask(sources, task, dask_address, progress)
-    n = jobs if jobs is not None else min(usable_cpus(), max(len(sources), 1))
-    if n <= 0:
-        return _map_inline(sources, task, progress)
-    return _map_local(sources, task, max(1, min(n, len(sources) or 1)), progress)
+        out, execution = _map_dask(sources, task, dask_address, progress)
+    else:
+        n = jobs if jobs is not None else min(usable_cpus(), max(len(sources), 1))
+        if n <= 0:
+            out, execution = _map_inline(sources, task, progress)
+        else:
+            out, execution = _map_local(_largest_first(sources), task,
+                                        max(1, min(n, len(sources) or 1)), progress)
+    at = {s: i for i, s in enumerate(sources)}
+    out.sort(key=lambda s: at.get(s.source, len(at)))     # stable: a file's processes in order
+    return out, execution
+
+
+def _largest_first(sources: list[str]) -> list[str]:
+    """Local files by size, largest first, then what has no size here (URLs) in its order: the
+    pool then ends on small ranks, not with one worker alone on a large one."""
+    def size(source: str) -> int:
+        try:
+            return os.path.getsize(source)
+        except OSError:
+            return -1
+    return sorted(sources, key=size, reverse=True)       # stable for equal sizes
 
 
 def _failed(source: str, error: str) -> RankSummary:
