@@ -13,7 +13,10 @@ With --workers N (default 2) a fourth row decodes the byte ranges in N processes
 Targets (issue 16): tracelint <= 0.35x json.load wall time on one core, >= 1.7x faster again
 with 2 processes than with 1, peak RSS <= 0.8x the file size. After each round, the host's own
 ceiling for N processes (bench/host_parallel.py: the same perfectly parallel work alone and N
-copies at once) is measured and printed beside the speed-up.
+copies at once) is measured and printed beside the speed-up; with 2 processes, so is this
+load's own ceiling: two one-process loads of the file started together ("twin"), against one
+alone in the same round. Each process decodes slower while the other runs (shared caches and
+memory, the neighbours of a virtual machine), and this says by how much for this very work.
 """
 from __future__ import annotations
 
@@ -52,9 +55,26 @@ if mode == "json":
     with open(path, "rb") as fh:
         obj = json.load(fh)
     n = len(obj["traceEvents"])
+elif mode == "twin":        # two one-process loads started together, each timed by itself
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    barrier, walls = ctx.Barrier(2), ctx.SimpleQueue()
+
+    def one():
+        barrier.wait()
+        t = time.perf_counter()
+        rows = sum(tracelint.load(path).counts().values())
+        walls.put((time.perf_counter() - t, rows))
+    twin = ctx.Process(target=one)
+    twin.start()
+    one()
+    twin.join()
+    (a, n), (b, _) = walls.get(), walls.get()
 else:
     n = sum(tracelint.load(path).counts().values())
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+if mode == "twin":
+    wall = max(a, b)        # the slower copy: what the pair took
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)    # worker processes (none for json)
 print(json.dumps({"wall": wall, "cpu": cpu + kids.ru_utime + kids.ru_stime, "rss_mb": max(
     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, kids.ru_maxrss) / 1024, "rows": n}))
@@ -91,6 +111,8 @@ def main() -> int:
     runs: dict[str, list[dict]] = {"json": [], "tracelint": [], "whole": []}
     if a.workers > 1:
         runs[f"workers{a.workers}"] = []
+    if a.workers == 2:
+        runs["twin"] = []
     load_before = os.getloadavg()[0]
     ceilings = []
     for i in range(a.runs):
@@ -115,7 +137,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     labels = {"json": "json.load (reference)", "tracelint": "tracelint.load",
               "whole": "tracelint.load, whole-buffer path",
-              f"workers{a.workers}": f"tracelint.load, {a.workers} processes"}
+              f"workers{a.workers}": f"tracelint.load, {a.workers} processes",
+              "twin": "two one-process loads at once (the slower)"}
     for mode in runs:
         label = labels[mode]
         m, all_runs = med[mode], ", ".join(f"{r['wall']:.2f}" for r in runs[mode])
@@ -131,6 +154,12 @@ def main() -> int:
               + ", ".join(f"{c:.2f}x" for c in ceilings)
               + f"; median {statistics.median(ceilings):.2f}x; speed-up / ceiling, run by run: "
               + ", ".join(f"{p / c:.2f}" for p, c in zip(pairs, ceilings)))
+    if "twin" in runs:
+        own = [2 * x["wall"] / t["wall"] for x, t in zip(runs["tracelint"], runs["twin"])]
+        print("this load's own ceiling (2 x one load / the slower of two at once), run by run: "
+              + ", ".join(f"{c:.2f}x" for c in own) + f"; median {statistics.median(own):.2f}x; "
+              "speed-up / it: " + ", ".join(f"{p / c:.2f}" for p, c in zip(pairs, own))
+              + f"; median {statistics.median(p / c for p, c in zip(pairs, own)):.2f}")
     checks = [("load <= 0.35x json.load", ratio <= 0.35, f"{ratio:.2f}x"),
               ("peak RSS <= 0.8x file", rss["tracelint"] <= 0.8 * size_mb,
                f"{rss['tracelint'] / size_mb:.2f}x")]
