@@ -14,8 +14,8 @@ import numpy as np
 from .graph import RunGraph
 from .sweep import runs_plain, sweep
 
-#: Dependency edges checked at a time while ordering the events.
-EDGE_CHUNK = 1 << 22
+#: Nodes whose dependency edges are checked at a time while ordering the events.
+EDGE_CHUNK = 1 << 20
 #: Plan arrays of times (ns): int32 in the graph where every value fits, int64 once an edit
 #: writes them (a scaled or summed duration need not fit).
 TIMES = frozenset({"h_dur", "h_gap", "g_dur", "g_lat", "g_qgap", "g_xgap"})
@@ -152,39 +152,44 @@ def _order(g: RunGraph, p: Plan) -> np.ndarray:
         """Key position of the end event of blocking calls."""
         return nh + np.searchsorted(blocking, items)
 
-    def edge_groups():
-        """(src, dst, steps) of every dependency as key positions, one group at a time (on 10
-        M kernels all edges at once, with their temporaries, cost gigabytes)."""
-        dst = np.flatnonzero(g.h_prev >= 0)         # an item after (or inside) another
-        src = g.h_prev[dst]                         # that one's start ...
-        after = ~g.h_inside[dst]
-        via_end = after & (p.h_target[src] >= 0)    # ... or its end event, when it has one
-        src[via_end] = end_of(src[via_end])
-        yield src, dst, (after & ~via_end).view(np.int8) + np.int8(1)
-        del dst, src, after, via_end
-        at_end = nh + np.arange(nb)
-        yield blocking, at_end, 1
-        yield first_op + p.h_target[blocking], at_end, 1
+    def edges():
+        """(src, dst, steps) of every dependency as key positions, EDGE_CHUNK nodes at a time:
+        on 10 M kernels all edges at once, with their temporaries, cost gigabytes, and one
+        group at a time (a node array each: 23 M host items) still half a gigabyte."""
+        for a in range(0, nh, EDGE_CHUNK):          # an item after (or inside) another ...
+            prev = g.h_prev[a:a + EDGE_CHUNK]
+            has = prev >= 0
+            dst = a + np.flatnonzero(has)
+            src = prev[has]                         # ... that one's start ...
+            after = ~g.h_inside[dst]
+            via_end = after & (p.h_target[src] >= 0)  # ... or its end event, when it has one
+            src[via_end] = end_of(src[via_end])
+            yield src, dst, (after & ~via_end).view(np.int8) + np.int8(1)
+        for a in range(0, nb, EDGE_CHUNK):
+            calls = blocking[a:a + EDGE_CHUNK]
+            at_end = nh + a + np.arange(len(calls))
+            yield calls, at_end, 1
+            yield first_op + p.h_target[calls], at_end, 1
         ex = [(first_op + j, i) for i, js in p.h_extra.items() if p.h_target[i] >= 0 for j in js]
         if ex:
             yield (np.array([a for a, _ in ex], np.int64),
                    end_of(np.array([i for _, i in ex], np.int64)), 1)
         for pred, off in ((p.g_launch, 0), (p.g_spred, first_op), (p.g_xpred, first_op)):
-            d = np.flatnonzero(pred >= 0)
-            yield off + pred[d], first_op + d, 1
+            for a in range(0, ng, EDGE_CHUNK):
+                part = pred[a:a + EDGE_CHUNK]
+                has = part >= 0
+                yield off + part[has], first_op + a + np.flatnonzero(has), 1
 
     # raise each node's key above its dependencies' until none sorts before one it depends
-    # on; applying the groups in turn reaches the same least fixpoint as all edges at once
+    # on; applying the edges a chunk at a time reaches the same least fixpoint as all at once
     for _ in range(64):
         moved = False
-        for src, dst, steps in edge_groups():
-            for a in range(0, len(src), EDGE_CHUNK):     # bounded temporaries
-                s, d = src[a:a + EDGE_CHUNK], dst[a:a + EDGE_CHUNK]
-                need = key[s] + (steps if np.isscalar(steps) else steps[a:a + EDGE_CHUNK])
-                bad = need > key[d]
-                if bad.any():
-                    np.maximum.at(key, d[bad], need[bad])
-                    moved = True
+        for src, dst, steps in edges():
+            need = key[src] + steps
+            bad = need > key[dst]
+            if bad.any():
+                np.maximum.at(key, dst[bad], need[bad])
+                moved = True
         if not moved:
             break
     else:   # pragma: no cover - would need a dependency cycle
