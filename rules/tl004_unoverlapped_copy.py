@@ -242,8 +242,9 @@ def _fix(pageable: int, same_stream: int, hideable: int, lost: int) -> str:
                      "tensor.pin_memory(), cudaHostAlloc / hipHostMalloc): pageable copies are staged, "
                      "slower and synchronous.")
     if same_stream:
-        parts.append(f"Issue the {same_stream} copies on the compute stream with non_blocking=True on a "
-                     "side stream and prefetch the next batch while the current one computes.")
+        parts.append(f"{same_stream} of the copies share the compute stream: issue them with "
+                     "non_blocking=True on a side stream and prefetch the next batch while the "
+                     "current one computes.")
     elif hideable >= lost / 2:
         parts.append("Start the copies earlier (prefetch the next batch on a side stream) so they run "
                      "under the current step's compute.")

@@ -37,6 +37,9 @@ def test_no_pinned_memory_advice_when_nothing_is_pageable(fmt, tmp_path):
     f = _finding(_trace("pinned"), fmt, tmp_path)
     assert f.metrics["pageable_copies"].value == 0
     assert "pin" not in f.fix.lower() and "side stream" in f.fix
+    # the copies' own stream is the reason given, not where the fix puts them
+    assert "3 of the copies share the compute stream: issue them" in f.fix
+    assert "on the compute stream with non_blocking" not in f.fix
     g = _finding(_trace("pageable"), fmt, tmp_path)           # twin: pageable copies
     assert g.metrics["pageable_copies"].value == 3 and "pin_memory" in g.fix
 
