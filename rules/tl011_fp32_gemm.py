@@ -16,6 +16,14 @@ class Options:
     min_ns: int = option(1_000_000, "... and at least this much time (ns).")
 
 
+#: The fix on a GPU whose tensor cores take FP16 only (Volta, Turing): the docstring's TF32 and
+#: BF16 advice would change nothing there.
+FP16_ONLY_FIX = ("This GPU's tensor cores take FP16 only (no TF32, no BF16): run the model under "
+                 "autocast in FP16 (`torch.autocast(\"cuda\", dtype=torch.float16)`), with a "
+                 "gradient scaler when training (`torch.amp.GradScaler(\"cuda\")`); TF32 and BF16 "
+                 "settings change nothing on this generation.")
+
+
 def tensor_core_support(name: str | None, cc: str | None) -> str | None:
     """'tf32' (FP32 inputs can use TF32 tensor cores), 'fp16' (only FP16 tensor cores), None (none/unknown)."""
     if cc:
@@ -127,4 +135,4 @@ class Fp32Gemm(Rule):
                 impact_ns=fp32_ns if timed else 0, where=where, occurrences=int(sel.sum()),
                 evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
                 metrics={k: v for k, v in share_facts.items() if k != "kernel_ns"},
-                key=f"device{int(device)}")
+                key=f"device{int(device)}", **({"fix": FP16_ONLY_FIX} if tc == "fp16" else {}))
