@@ -101,6 +101,7 @@ class HiddenSync(Rule):
         _attach_call_site(ctx, cand, names)
         _attach_idle(ctx, cand, names, thread)
         span = max(tl.span_ns, 1)
+        torch = classify.is_pytorch_trace(tl.ranges["name"].unique(), tl.kernels["name"].unique())
         for rows in _call_sites(cand, opt.min_count):
             idle = int(cand["idle"][rows].sum())
             if (not opt.include_step_end and cand["step_end"][rows].all()
@@ -109,11 +110,12 @@ class HiddenSync(Rule):
                 continue
             if idle < opt.min_idle_share * span:
                 continue
-            yield self._finding(ctx, RowSubset(cand, rows), names, idle, span)
+            yield self._finding(ctx, RowSubset(cand, rows), names, idle, span, torch)
 
     # ---------------------------------------------------------------------------------------
-    def _finding(self, ctx, g: RowSubset, names: dict, idle: int, span: int):
-        """g: one call site's calls (candidate columns, names as codes into names)."""
+    def _finding(self, ctx, g: RowSubset, names: dict, idle: int, span: int, torch: bool):
+        """g: one call site's calls (candidate columns, names as codes into names); torch: the
+        trace is a PyTorch program's (else the fix is in the GPU runtime's own words)."""
         opt = self.options
         rep = int(g["idle"].argmax())
         row = int(g.at("row", rep))
@@ -170,7 +172,24 @@ class HiddenSync(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"gpu_idle_after_ns": Measure(idle, "ns"), "host_blocked_ns": Measure(blocked, "ns"),
                      "calls": Measure(n, "count")},
-            key=key)
+            key=key, **({} if torch else {"fix": _runtime_fix(kind, api_name)}))
+
+
+def _runtime_fix(kind: str, api: str) -> str:
+    """The fix for a program that is not PyTorch's (CUDA C, OpenMP, Fortran, HIP), in its GPU
+    runtime's own calls: the docstring's fix names PyTorch's."""
+    rt = "hip" if api.lower().startswith("hip") else "cuda"
+    if kind == "alloc":
+        return (f"Allocate once, outside the loop, and reuse the buffers, or use the stream-ordered "
+                f"allocator ({rt}MallocAsync / {rt}FreeAsync), whose frees do not synchronise the "
+                "device.")
+    if kind == "sync":
+        return (f"Drop `{api}` where stream order already orders the work; where the host needs a "
+                f"result, record an event after that work and wait for it ({rt}EventSynchronize) "
+                "instead of for the whole device or stream, so the GPU keeps work queued.")
+    return (f"Replace the synchronous `{api}` with {rt}MemcpyAsync into pinned host memory "
+            f"({rt}HostAlloc or {rt}HostRegister) on a stream, and wait ({rt}StreamSynchronize or an "
+            "event) only where the host reads the result.")
 
 
 # -------------------------------------------------------------------------------------------

@@ -143,8 +143,8 @@ class BlockingOrPageableH2D(Rule):
         where.device, where.stream, where.kernel = d, int(row["stream"]), str(tl.copies["name"].iat[int(row["copy"])])
         # copies issued inside a framework op (`aten::to`) are PyTorch's: name its knobs; a
         # CUDA C / OpenMP / Fortran program gets the runtime's own words
-        torch = bool((g["mover"].to_numpy() >= 0).any()) or any(
-            classify.is_pytorch_name(str(n)) for n in tl.ranges["name"].unique())
+        torch = bool((g["mover"].to_numpy() >= 0).any()) or classify.is_pytorch_trace(
+            tl.ranges["name"].unique(), tl.kernels["name"].unique())
         causes = []
         if pageable.any():
             how = "not pinned: pin_memory=False" if torch else "not from cudaMallocHost / cudaHostRegister"

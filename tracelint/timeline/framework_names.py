@@ -165,3 +165,16 @@ _PYTORCH_NAME = re.compile(r"^(aten::|ProfilerStep#|autograd::|Optimizer\.|nn\.M
 
 def is_pytorch_name(name: str) -> bool:
     return bool(_PYTORCH_NAME.search(name))
+
+
+#: ATen's own kernels: a trace of them is a PyTorch program's even without op ranges (an nsys
+#: capture without NVTX).
+_ATEN_KERNEL = re.compile(r"\bat::(native|cuda)::")
+
+
+def is_pytorch_trace(range_names, kernel_names) -> bool:
+    """Whether a trace is a PyTorch program's, from its distinct range and kernel names: then
+    advice may name PyTorch's knobs, and a CUDA C, OpenMP or Fortran program gets the
+    runtime's own words instead."""
+    return any(is_pytorch_name(str(n)) for n in range_names) or \
+        any(_ATEN_KERNEL.search(str(n)) for n in kernel_names)

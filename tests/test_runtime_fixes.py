@@ -1,0 +1,44 @@
+"""Advice in the program's own terms: a trace of a PyTorch program gets PyTorch's knobs, one of
+a CUDA C, OpenMP or Fortran program the GPU runtime's calls (TL005, TL032). Real traces."""
+from __future__ import annotations
+
+import pytest
+
+import tracelint
+from conftest import REPO, TRACES, trace_or_skip
+from tracelint.api import lint
+from tracelint.engine.config import Config
+from tracelint.timeline import classify
+
+NSYS = TRACES / "nsys"
+
+
+def _fixes(path, rule):
+    return [f.fix for f in lint(trace_or_skip(path), Config(select=[rule])).findings]
+
+
+def test_native_copy_gets_async_copy_advice_not_pytorch():
+    (fix,) = _fixes(NSYS / "nsys2022.2_pipit-saxpy-mpi-cuda_a100.sqlite", "TL005")
+    assert "cudaMemcpyAsync" in fix and "pinned" in fix
+    assert ".item()" not in fix and "torch" not in fix
+
+
+def test_native_device_sync_gets_event_advice():
+    (fix,) = _fixes(NSYS / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite", "TL005")
+    assert fix.startswith("Drop `cudaDeviceSynchronize`") and "cudaEventSynchronize" in fix
+
+
+def test_pytorch_program_keeps_pytorch_advice():
+    (fix,) = _fixes(REPO / "fixtures" / "examples" / "training_step_antipatterns.sqlite", "TL005")
+    assert ".item()" in fix
+
+
+@pytest.mark.parametrize("name, pytorch", [
+    ("nsys2026.1_nsys-ai-mock-pytorch_rtx3080.sqlite", True),      # ATen kernels, no ranges
+    ("nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite", True),  # aten:: op ranges
+    ("nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite", False),       # CUDA C++
+    ("nsys2023.3_sc23-openmp-offload_t4.sqlite", False),           # OpenMP offload
+])
+def test_which_traces_are_pytorch_programs(name, pytorch):
+    tl = tracelint.load(trace_or_skip(NSYS / name))
+    assert classify.is_pytorch_trace(tl.ranges["name"].unique(), tl.kernels["name"].unique()) is pytorch
