@@ -211,7 +211,7 @@ class UnoverlappedCopy(Rule):
             message=(f"GPU {d}: {DIRECTIONS[direction]} copies leave {lost / 1e6:.2f} ms without overlapping "
                      f"compute ({lost / window:.1%} of its active time); {int(pg.sum())} of {len(rows)} "
                      f"from pageable memory{hide_txt}"),
-            fix=_fix(int(pg.sum()), int(ss.sum()), hideable, lost),
+            fix=_fix(int(pg.sum()), int(ss.sum()), hideable, lost, torch=ctx.is_pytorch),
             impact_ns=lost, where=where, occurrences=n_un,
             windows=[(int(s[i]), int(e[i])) for i in order],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
@@ -233,18 +233,22 @@ class UnoverlappedCopy(Rule):
         return None, "", False
 
 
-def _fix(pageable: int, same_stream: int, hideable: int, lost: int) -> str:
+def _fix(pageable: int, same_stream: int, hideable: int, lost: int, torch: bool = True) -> str:
     """The fix for what was measured: pinned memory only when copies were pageable, a side
-    stream only when they shared the compute stream, fewer bytes when compute cannot hide them."""
+    stream only when they shared the compute stream, fewer bytes when compute cannot hide them;
+    in PyTorch's terms for a PyTorch program, else in the GPU runtime's."""
     parts = []
     if pageable:
-        parts.append(f"Allocate the {pageable} pageable host buffers pinned (DataLoader(pin_memory=True), "
-                     "tensor.pin_memory(), cudaHostAlloc / hipHostMalloc): pageable copies are staged, "
-                     "slower and synchronous.")
+        how = ("DataLoader(pin_memory=True), tensor.pin_memory(), cudaHostAlloc / hipHostMalloc" if torch else
+               "cudaMallocHost / cudaHostRegister, hipHostMalloc; OpenMP and OpenACC runtimes have a "
+               "pinned-allocation option")
+        parts.append(f"Allocate the {pageable} pageable host buffers pinned ({how}): pageable copies "
+                     "are staged, slower and synchronous.")
     if same_stream:
-        parts.append(f"{same_stream} of the copies share the compute stream: issue them with "
-                     "non_blocking=True on a side stream and prefetch the next batch while the "
-                     "current one computes.")
+        how = ("issue them with non_blocking=True on a side stream" if torch else
+               "issue them with cudaMemcpyAsync (hipMemcpyAsync) from pinned memory on a second stream")
+        parts.append(f"{same_stream} of the copies share the compute stream: {how} and prefetch the "
+                     "next batch while the current one computes.")
     elif hideable >= lost / 2:
         parts.append("Start the copies earlier (prefetch the next batch on a side stream) so they run "
                      "under the current step's compute.")

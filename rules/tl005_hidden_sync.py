@@ -101,7 +101,6 @@ class HiddenSync(Rule):
         _attach_call_site(ctx, cand, names)
         _attach_idle(ctx, cand, names, thread)
         span = max(tl.span_ns, 1)
-        torch = classify.is_pytorch_trace(tl.ranges["name"].unique(), tl.kernels["name"].unique())
         for rows in _call_sites(cand, opt.min_count):
             idle = int(cand["idle"][rows].sum())
             if (not opt.include_step_end and cand["step_end"][rows].all()
@@ -110,12 +109,11 @@ class HiddenSync(Rule):
                 continue
             if idle < opt.min_idle_share * span:
                 continue
-            yield self._finding(ctx, RowSubset(cand, rows), names, idle, span, torch)
+            yield self._finding(ctx, RowSubset(cand, rows), names, idle, span)
 
     # ---------------------------------------------------------------------------------------
-    def _finding(self, ctx, g: RowSubset, names: dict, idle: int, span: int, torch: bool):
-        """g: one call site's calls (candidate columns, names as codes into names); torch: the
-        trace is a PyTorch program's (else the fix is in the GPU runtime's own words)."""
+    def _finding(self, ctx, g: RowSubset, names: dict, idle: int, span: int):
+        """g: one call site's calls (candidate columns, names as codes into names)."""
         opt = self.options
         rep = int(g["idle"].argmax())
         row = int(g.at("row", rep))
@@ -172,7 +170,7 @@ class HiddenSync(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"gpu_idle_after_ns": Measure(idle, "ns"), "host_blocked_ns": Measure(blocked, "ns"),
                      "calls": Measure(n, "count")},
-            key=key, **({} if torch else {"fix": _runtime_fix(kind, api_name)}))
+            key=key, **({} if ctx.is_pytorch else {"fix": _runtime_fix(kind, api_name)}))
 
 
 def _runtime_fix(kind: str, api: str) -> str:

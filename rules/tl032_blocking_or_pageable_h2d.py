@@ -7,7 +7,6 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify
 from tracelint.timeline.uploads import uploads
 from tracelint.whatif.edits import NonBlocking
 
@@ -143,8 +142,7 @@ class BlockingOrPageableH2D(Rule):
         where.device, where.stream, where.kernel = d, int(row["stream"]), str(tl.copies["name"].iat[int(row["copy"])])
         # copies issued inside a framework op (`aten::to`) are PyTorch's: name its knobs; a
         # CUDA C / OpenMP / Fortran program gets the runtime's own words
-        torch = bool((g["mover"].to_numpy() >= 0).any()) or classify.is_pytorch_trace(
-            tl.ranges["name"].unique(), tl.kernels["name"].unique())
+        torch = bool((g["mover"].to_numpy() >= 0).any()) or ctx.is_pytorch
         causes = []
         if pageable.any():
             how = "not pinned: pin_memory=False" if torch else "not from cudaMallocHost / cudaHostRegister"

@@ -42,3 +42,9 @@ def test_pytorch_program_keeps_pytorch_advice():
 def test_which_traces_are_pytorch_programs(name, pytorch):
     tl = tracelint.load(trace_or_skip(NSYS / name))
     assert classify.is_pytorch_trace(tl.ranges["name"].unique(), tl.kernels["name"].unique()) is pytorch
+
+
+def test_native_unoverlapped_copies_get_runtime_advice():
+    fixes = _fixes(NSYS / "nsys2022.2_pipit-saxpy-mpi-cuda_a100.sqlite", "TL004")
+    assert fixes and all("cudaMallocHost / cudaHostRegister" in f and "cudaMemcpyAsync" in f
+                         and "DataLoader" not in f and "non_blocking" not in f for f in fixes)

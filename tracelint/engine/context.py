@@ -247,6 +247,13 @@ class Context:
     def has_stacks(self) -> bool:
         return len(self.tl.python_frames) > 0
 
+    @cached_property
+    def is_pytorch(self) -> bool:
+        """Whether the trace is a PyTorch program's (its op ranges or ATen's kernels): fixes
+        then name PyTorch's knobs, and a CUDA C, OpenMP or HIP program gets its runtime's."""
+        return classify.is_pytorch_trace(self.tl.ranges["name"].unique(),
+                                         self.tl.kernels["name"].unique())
+
     def stack_evidence_hint(self) -> str:
         return CAPTURE_HINTS["python_stacks"]
 
