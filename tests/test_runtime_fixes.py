@@ -48,3 +48,12 @@ def test_native_unoverlapped_copies_get_runtime_advice():
     fixes = _fixes(NSYS / "nsys2022.2_pipit-saxpy-mpi-cuda_a100.sqlite", "TL004")
     assert fixes and all("cudaMallocHost / cudaHostRegister" in f and "cudaMemcpyAsync" in f
                          and "DataLoader" not in f and "non_blocking" not in f for f in fixes)
+
+
+def test_launch_gaps_of_a_native_program_get_runtime_advice():
+    fixes = _fixes(NSYS / "nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite", "TL001")
+    assert any("cudaStreamBeginCapture" in f for f in fixes)
+    assert any("cudaProfilerStart" in f for f in fixes)            # the warm-up finding
+    assert not any("torch" in f or "DataLoader" in f for f in fixes)
+    torch_fixes = _fixes(REPO / "fixtures" / "examples" / "training_step_antipatterns.sqlite", "TL001")
+    assert any("torch.compile" in f for f in torch_fixes)
