@@ -109,7 +109,9 @@ class LaunchGap(Rule):
     Fix: follows the measured cause: for a late host, CUDA graphs or torch.compile
     (mode="reduce-overhead"), fused kernels and data loading in worker processes; for a blocked
     host, remove the synchronous call or copy (see TL005); for a cross-stream wait, start the
-    producer stream's work earlier; for no launch, overlap the host work with GPU work.
+    producer stream's work earlier; for no launch, overlap the host work with GPU work. A
+    program that is not PyTorch's gets the runtime's terms (a CUDA graph by stream capture,
+    async copies from pinned memory).
     Counter-example (when it does not apply): gaps that are deliberate (a profiler window start, a
     checkpoint, an evaluation pass) or that another device or stream fills; a workload whose
     iterations are dominated by a few long kernels where the gaps are small in share.

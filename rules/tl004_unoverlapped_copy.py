@@ -47,7 +47,9 @@ class UnoverlappedCopy(Rule):
     (DataLoader(pin_memory=True), tensor.pin_memory(), cudaHostAlloc / hipHostMalloc); copies on
     the compute stream -> issue them with non_blocking=True on a side stream and prefetch the
     next batch while the current one computes; too little compute to hide them -> move fewer
-    bytes (keep data resident on the device, copy results back once per step, not per op).
+    bytes (keep data resident on the device, copy results back once per step, not per op). A
+    program that is not PyTorch's gets the runtime's calls instead (cudaMallocHost,
+    cudaMemcpyAsync on a second stream).
     Counter-example (when it does not apply): a one-off upload of weights or a dataset at start-up
     (when the trace marks iterations, copies launched outside them are left out and counted);
     copies fully overlapped with kernels on another stream from pinned memory (the rule measures

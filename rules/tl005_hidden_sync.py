@@ -61,7 +61,9 @@ class HiddenSync(Rule):
     (`torch.where`, masks instead of `nonzero`), use `non_blocking=True` copies into pinned
     memory with an event, and give the caching allocator a stable working set (warm-up
     iterations, fixed shapes or bucketing, `expandable_segments`, stream-ordered
-    `cudaMallocAsync`).
+    `cudaMallocAsync`). A program that is not PyTorch's gets the runtime's calls instead:
+    `cudaMemcpyAsync` into pinned memory, an event instead of a device-wide sync, stream-ordered
+    allocation.
     Counter-example (when it does not apply): one sync at the end of an iteration or epoch to log
     a metric that costs almost no GPU idle (calls that are the last GPU-facing call of their
     iteration are skipped while their idle stays below `step_end_max_idle_share` of the span;
