@@ -8,6 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
+from tracelint.engine.runtime_advice import LAUNCH_GAP_FIX, PAST_WARMUP
 from tracelint.timeline import classify, gaps, hostidle, intervals
 from tracelint.timeline.codes import mode_label
 
@@ -60,21 +61,6 @@ FIX_BY_CAUSE = {
                   "DataLoader workers, move preprocessing to the GPU, or run it on another thread."),
     "unlinked": ("The trace does not link these activities to launch calls, so the cause is not measured: "
                  "re-capture with CUDA API tracing (nsys -t cuda, torch.profiler ProfilerActivity.CUDA)."),
-}
-#: The causes whose fix above names PyTorch's knobs, in a CUDA C, OpenMP or HIP program's terms.
-RUNTIME_FIX_BY_CAUSE = {
-    "late": ("Take host work off the launch path: capture the launch-bound loop in a CUDA graph "
-             "(cudaStreamBeginCapture ... cudaGraphLaunch; hipGraph on ROCm), fuse small kernels into "
-             "larger ones, and prepare the next launch's inputs on another thread or before the GPU "
-             "finishes the current work."),
-    "blocked": ("Remove the synchronous call from the loop: a blocking copy (cudaMemcpy, hipMemcpy, "
-                "cuMemcpyDtoH, any copy to or from pageable memory) waits for the device like a sync; "
-                "copy with cudaMemcpyAsync from pinned memory (cudaMallocHost) and synchronise once per "
-                "step at most, on an event where only one result is needed (see TL005)."),
-    "no_launch": ("Nothing was launched while the GPU idled: the host was doing other work (see the host "
-                  "activity named in the evidence). Overlap it with GPU work: launch the next kernels "
-                  "before the host work and wait for them after it, move that work to the GPU, or run "
-                  "it on another thread."),
 }
 
 
@@ -241,7 +227,7 @@ class LaunchGap(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"idle_ns": Measure(idle, "ns"), "idle_share": Measure(round(idle / window, 4), "ratio"),
                      "cause_share": Measure(round(by_cause[cause] / idle, 4), "ratio")},
-            fix=(FIX_BY_CAUSE if ctx.is_pytorch else {**FIX_BY_CAUSE, **RUNTIME_FIX_BY_CAUSE})[cause],
+            fix=(FIX_BY_CAUSE if ctx.is_pytorch else {**FIX_BY_CAUSE, **LAUNCH_GAP_FIX})[cause],
             key=f"device{device}")
 
     def _warmup(self, ctx, device, s, e, n_act, first_iteration, first_calls):
@@ -272,8 +258,7 @@ class LaunchGap(Rule):
             metrics={"idle_ns": Measure(idle, "ns")},
             fix=("Nothing to fix in steady state. Profile past warm-up ("
                  + ("torch.profiler schedule with wait/warmup steps, nsys --capture-range"
-                    if ctx.is_pytorch else "nsys --capture-range=cudaProfilerApi, with "
-                    "cudaProfilerStart/Stop around the steady-state loop")
+                    if ctx.is_pytorch else PAST_WARMUP)
                  + ") to see steady-state behaviour."),
             key=f"warmup|device{device}")
 

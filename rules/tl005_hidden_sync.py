@@ -9,9 +9,11 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
+from tracelint.engine.runtime_advice import hidden_sync_fix
 from tracelint.timeline import classify, intervals
 from tracelint.timeline.codes import compact_row_codes, distinct_labels, mode_label, row_codes
 from tracelint.timeline.codes import thread_codes as _thread_codes
+from tracelint.timeline.host_scope import nearest_on_thread
 from tracelint.timeline.row_subset import RowSubset
 from tracelint.timeline.schema import take_rows
 from tracelint.whatif.edits import RemoveSync
@@ -172,24 +174,7 @@ class HiddenSync(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"gpu_idle_after_ns": Measure(idle, "ns"), "host_blocked_ns": Measure(blocked, "ns"),
                      "calls": Measure(n, "count")},
-            key=key, **({} if ctx.is_pytorch else {"fix": _runtime_fix(kind, api_name)}))
-
-
-def _runtime_fix(kind: str, api: str) -> str:
-    """The fix for a program that is not PyTorch's (CUDA C, OpenMP, Fortran, HIP), in its GPU
-    runtime's own calls: the docstring's fix names PyTorch's."""
-    rt = "hip" if api.lower().startswith("hip") else "cuda"
-    if kind == "alloc":
-        return (f"Allocate once, outside the loop, and reuse the buffers, or use the stream-ordered "
-                f"allocator ({rt}MallocAsync / {rt}FreeAsync), whose frees do not synchronise the "
-                "device.")
-    if kind == "sync":
-        return (f"Drop `{api}` where stream order already orders the work; where the host needs a "
-                f"result, record an event after that work and wait for it ({rt}EventSynchronize) "
-                "instead of for the whole device or stream, so the GPU keeps work queued.")
-    return (f"Replace the synchronous `{api}` with {rt}MemcpyAsync into pinned host memory "
-            f"({rt}HostAlloc or {rt}HostRegister) on a stream, and wait ({rt}StreamSynchronize or an "
-            "event) only where the host reads the result.")
+            key=key, **({} if ctx.is_pytorch else {"fix": hidden_sync_fix(kind, api_name)}))
 
 
 # -------------------------------------------------------------------------------------------
@@ -270,7 +255,7 @@ def _in_scope(ctx, cand: dict, thread: np.ndarray) -> dict:
     lsel = classify.in_labels(tl.api_role, ("launch", "copy", "memset"))
     cthr, lthr = thread[cand["row"]], thread[lsel]
     lt = api["start"].to_numpy()[lsel]
-    nxt = _on_thread(cthr, cand["end"], lthr, lt, after=True)
+    nxt = nearest_on_thread(cthr, cand["end"], lthr, lt, after=True)
     nxt = np.where(nxt >= 0, lt[nxt], -1)
     # A thread that never issues GPU work (a pin-memory or logging thread) cannot starve the GPU.
     keep = np.flatnonzero(in_scope & np.isin(cthr, lthr))
@@ -300,24 +285,6 @@ def _call_sites(cand: dict, min_count: int):
     for k in np.argsort(first, kind="stable"):
         if bounds[k + 1] - bounds[k] >= min_count:
             yield by[bounds[k]:bounds[k + 1]]
-
-
-def _on_thread(cthr, ct, lthr, lt, after: bool) -> np.ndarray:
-    """Per query (thread, time): the index in (lthr, lt) of the first item on the same thread
-    at or after the time (after=True), or of the last at or before it; -1 where none. One
-    sorted search over keys thread * span + time covers every thread."""
-    if len(lt) == 0 or len(ct) == 0:
-        return np.full(len(ct), -1, dtype=np.int64)
-    t0 = int(min(lt.min(), ct.min()))
-    span = np.int64(int(max(lt.max(), ct.max())) - t0 + 2)
-    lk = lthr * span + (lt - t0)
-    order = np.argsort(lk, kind="stable")
-    lk = lk[order]
-    pos = np.searchsorted(lk, cthr * span + (ct - t0), side="left" if after else "right")
-    pos -= not after
-    pc = np.clip(pos, 0, len(lk) - 1)
-    ok = (pos >= 0) & (pos < len(lk)) & (lk[pc] // span == cthr)
-    return np.where(ok, order[pc], -1)
 
 
 def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -510,7 +477,7 @@ def _devices(ctx, cand: dict, thread: np.ndarray) -> np.ndarray:
     if has.any() and (device < 0).any():
         ld = api_dev[has]
         del api_dev
-        last = _on_thread(thread[rows], cand["start"], thread[has],
+        last = nearest_on_thread(thread[rows], cand["start"], thread[has],
                           api["start"].to_numpy()[has], after=False)
         device = np.where(device >= 0, device, np.where(last >= 0, ld[last], -1))
     in_use = tl.devices_in_use()

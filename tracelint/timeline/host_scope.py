@@ -131,3 +131,21 @@ def outer_op_names(tl, launch: np.ndarray) -> np.ndarray:
             out[sel[hit]] = classify.labels_at(lvl["name"], i[hit])
             todo &= ~hit
     return out
+
+
+def nearest_on_thread(cthr, ct, lthr, lt, after: bool) -> np.ndarray:
+    """Per query (thread, time): the index in (lthr, lt) of the first item on the same thread
+    at or after the time (after=True), or of the last at or before it; -1 where none. One
+    sorted search over keys thread * span + time covers every thread."""
+    if len(lt) == 0 or len(ct) == 0:
+        return np.full(len(ct), -1, dtype=np.int64)
+    t0 = int(min(lt.min(), ct.min()))
+    span = np.int64(int(max(lt.max(), ct.max())) - t0 + 2)
+    lk = lthr * span + (lt - t0)
+    order = np.argsort(lk, kind="stable")
+    lk = lk[order]
+    pos = np.searchsorted(lk, cthr * span + (ct - t0), side="left" if after else "right")
+    pos -= not after
+    pc = np.clip(pos, 0, len(lk) - 1)
+    ok = (pos >= 0) & (pos < len(lk)) & (lk[pc] // span == cthr)
+    return np.where(ok, order[pc], -1)
