@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
-from tracelint.engine.rule import Rule, option
+from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.engine.runtime_advice import LAUNCH_GAP_FIX, PAST_WARMUP
 from tracelint.timeline import classify, gaps, hostidle, intervals
 from tracelint.timeline.codes import mode_label
@@ -211,9 +211,9 @@ class LaunchGap(Rule):
         prev_txt = f"`{names[prev[-1]]}`" if len(prev) else "the iteration start"
         kdur = (d["end"] - d["start"]).to_numpy()
         kernel = Evidence.measured(
-            f"Largest gap {_us_or_ms(glen[i0])} between {prev_txt} and "
+            f"Largest gap {duration_text(glen[i0])} between {prev_txt} and "
             f"{'`' + where.kernel + '`' if where.kernel else 'the iteration end'}; median GPU activity lasts "
-            f"{_us_or_ms(np.median(kdur))}.",
+            f"{duration_text(np.median(kdur))}.",
             largest_gap_ns=Measure(int(glen[i0]), "ns"),
             median_activity_ns=Measure(float(np.median(kdur)), "ns"))
         micro = ctx.microarch(device, int(gs[i0]), int(ge[i0]), kernels=[where.kernel] if where.kernel else None,
@@ -299,8 +299,3 @@ def _first_call(ctx, device, mask, gs, ge, share) -> np.ndarray:
     nli = li[pos]
     call = np.where(nli >= 0, np.minimum(a_e[np.clip(nli, 0, None)], ge) - np.maximum(a_s[np.clip(nli, 0, None)], gs), 0)
     return out | (first[pos] & (nli >= 0) & (call >= share * (ge - gs)))
-
-
-def _us_or_ms(ns: float) -> str:
-    """µs below a millisecond, ms from there (a 2.25 s gap read "2252907.0 µs")."""
-    return f"{ns / 1e6:.2f} ms" if ns >= 1e6 else f"{ns / 1e3:.1f} µs"

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
-from tracelint.engine.rule import Rule, option
+from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.engine.runtime_advice import hidden_sync_fix
 from tracelint.timeline import classify, intervals
 from tracelint.timeline.codes import compact_row_codes, distinct_labels, mode_label, row_codes
@@ -151,7 +151,7 @@ class HiddenSync(Rule):
             kernel = Evidence.measured(
                 f"Most often the call waited for `{w_name or 'nothing'}` to finish, and the GPU "
                 f"resumed with `{n_name or 'nothing'}`; the largest idle after one call is "
-                f"{g['idle'].max() / 1e3:.1f} µs.",
+                f"{duration_text(g['idle'].max())}.",
                 largest_idle_ns=Measure(int(g["idle"].max()), "ns"),
                 calls_with_idle=Measure(int((g["idle"] > 0).sum()), "count"))
             where.kernel = w_name

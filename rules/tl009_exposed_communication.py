@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
-from tracelint.engine.rule import Rule, option
+from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.timeline import classify, intervals
 from tracelint.timeline.collectives import kernel_collectives, next_compute_after
 from tracelint.whatif.edits import Ops, Overlap
@@ -123,13 +123,13 @@ class ExposedCommunication(Rule):
             device_exposed_ns=Measure(dev_exposed, "ns"))
         # The compute kernel that waited: the first one starting after the most exposed instance.
         nxt = next_compute_after(tl, device, where.end_ns, bs)
-        after = (f"; the next compute kernel, `{nxt[0]}`, starts {(nxt[1] - where.end_ns) / 1e3:.1f} µs after it ends"
+        after = (f"; the next compute kernel, `{nxt[0]}`, starts {duration_text(nxt[1] - where.end_ns)} after it ends"
                  if nxt else "; no compute kernel follows it")
         top_names = pd.Series(classify.labels_at(k["name"], rows)).value_counts().head(3)
         kernel = Evidence.measured(
             f"Kernels: {', '.join(f'`{a}` ×{b}' for a, b in top_names.items())}; median "
-            f"{np.median(kd) / 1e3:.1f} µs; most exposed instance `{name}` "
-            f"{exposed[i0] / 1e3:.1f} µs alone of {kd[i0] / 1e3:.1f} µs{after}.",
+            f"{duration_text(np.median(kd))}; most exposed instance `{name}` "
+            f"{duration_text(exposed[i0])} alone of {duration_text(kd[i0])}{after}.",
             median_kernel_ns=Measure(float(np.median(kd)), "ns"),
             largest_exposed_ns=Measure(int(exposed[i0]), "ns"),
             instances_fully_exposed=Measure(int((overlap == 0).sum()), "count"))

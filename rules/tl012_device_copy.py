@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
-from tracelint.engine.rule import Rule, option
+from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.timeline import classify, host_scope, intervals
 
 
@@ -99,14 +99,14 @@ class DeviceCopy(Rule):
             gbps = b / max(int(dur[known].sum()), 1)     # bytes/ns == GB/s
             kernel = Evidence.measured(
                 f"The memcpy records move {b / 1e9:.2f} GB at {gbps:.0f} GB/s; the largest copy "
-                f"`{where.kernel}` lasts {dur[i0] / 1e3:.1f} µs"
+                f"`{where.kernel}` lasts {duration_text(dur[i0])}"
                 + (f" ({n_ker} copy kernels record no byte count)" if n_ker else "") + ".",
                 bytes=Measure(b, "bytes"), achieved_gbps=Measure(round(gbps, 2), "GB/s"),
                 largest_copy_ns=Measure(int(dur[i0]), "ns"))
         else:
             kernel = Evidence.measured(
                 f"Copy kernels only (kernel records carry no byte count); the largest `{where.kernel}` "
-                f"lasts {dur[i0] / 1e3:.1f} µs.", largest_copy_ns=Measure(int(dur[i0]), "ns"))
+                f"lasts {duration_text(dur[i0])}.", largest_copy_ns=Measure(int(dur[i0]), "ns"))
         micro = ctx.microarch(device, where.start_ns, where.end_ns, kernels=[where.kernel],
                               expect={r"DRAM|dram__throughput": "high"})
         return self.finding(

@@ -106,6 +106,12 @@ class Rule:
         return cached[1]
 
 
+def duration_text(ns: float) -> str:
+    """A duration for an evidence sentence: µs below a millisecond, ms from there (an 824 ms
+    gap read "824160.0 µs")."""
+    return f"{ns / 1e6:.2f} ms" if ns >= 1e6 else f"{ns / 1e3:.1f} µs"
+
+
 def option(default, help: str):
     """A threshold with its one-line description (used by docs and config validation)."""
     return dataclasses.field(default=default, metadata={"help": help})
