@@ -227,7 +227,7 @@ class LaunchGap(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"idle_ns": Measure(idle, "ns"), "idle_share": Measure(round(idle / window, 4), "ratio"),
                      "cause_share": Measure(round(by_cause[cause] / idle, 4), "ratio")},
-            fix=(FIX_BY_CAUSE if ctx.is_pytorch else {**FIX_BY_CAUSE, **LAUNCH_GAP_FIX})[cause],
+            fix=FIX_BY_CAUSE[cause] if ctx.is_pytorch else LAUNCH_GAP_FIX.get(cause, FIX_BY_CAUSE[cause]),
             key=f"device{device}")
 
     def _warmup(self, ctx, device, s, e, n_act, first_iteration, first_calls):

@@ -478,7 +478,7 @@ def _devices(ctx, cand: dict, thread: np.ndarray) -> np.ndarray:
         ld = api_dev[has]
         del api_dev
         last = nearest_on_thread(thread[rows], cand["start"], thread[has],
-                          api["start"].to_numpy()[has], after=False)
+                                 api["start"].to_numpy()[has], after=False)
         device = np.where(device >= 0, device, np.where(last >= 0, ld[last], -1))
     in_use = tl.devices_in_use()
     if len(in_use) == 1:
