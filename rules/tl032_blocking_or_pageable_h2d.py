@@ -82,7 +82,11 @@ class BlockingOrPageableH2D(Rule):
         rows = _site_rows(ctx, self.once_per_context(ctx, self._candidates), finding.key)
         if not rows:
             return None, "the copies of this finding were not found again"
-        return [NonBlocking(api_rows=tuple(rows), cost_ns=ctx.launch_cost_ns)], ""
+        pageable = finding.metrics.get("pageable_copies")
+        return [NonBlocking(api_rows=tuple(rows), cost_ns=ctx.launch_cost_ns)], (
+            "a lower bound: the host no longer waits, but pinned copies would also run faster "
+            "than these pageable ones, which the trace cannot measure"
+            if pageable is not None and pageable.value > 0 else "")
 
     def check(self, ctx):
         u = self.once_per_context(ctx, self._candidates)

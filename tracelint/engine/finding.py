@@ -182,7 +182,8 @@ class Finding:
     cases: list[dict[str, Any]] = field(default_factory=list)      # matched case-library entries
     key: str = ""                  # rule-chosen stable identity (kernel name, api, bucket)
     # Projected saving of the rule's fix, replayed on the run's graph (engine/savings.py);
-    # None with saving_note when the fix cannot be stated as an edit. impact_ns is the time the
+    # None with saving_note when the fix cannot be stated as an edit; with a saving, saving_note
+    # is the rule's caveat on it (what the replay leaves out). impact_ns is the time the
     # finding's events touch; saving_ns what the replay says the fix saves (knock-on included).
     saving_ns: int | None = None
     saving_share: float | None = None

@@ -38,6 +38,7 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
         edits, why = stated_fix(rules.get(f.rule), f, ctx)
         if edits:
             fixed.append((f, list(edits)))
+            f.saving_note = why or ""           # the rule's caveat on what the replay leaves out
         else:
             f.saving_note = why or "the fix is not expressible as an edit of the run"
     runs = [edits for _, edits in fixed]

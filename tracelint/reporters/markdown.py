@@ -41,7 +41,10 @@ def _details(n: int, f: Finding, origin: int) -> str:
              md_escape(f.message, 500), ""]
     if f.saving_ns is not None:
         lines.append(f"- **Projected saving**: {fmt_ms(f.saving_ns)} ({fmt_share(f.saving_share)} of the span), "
-                     "the fix replayed on the run's dependency graph")
+                     "the fix replayed on the run's dependency graph"
+                     + (f"; {md_escape(f.saving_note, 300)}" if f.saving_note else ""))
+    elif f.saving_note:
+        lines.append(f"- **No saving projected**: {md_escape(f.saving_note, 300)}")
     lines.append(f"- **Impact**: {fmt_ms(f.impact_ns)} ({fmt_share(f.impact_share)} of the span)"
                  + (f", {f.occurrences:,} occurrences" if f.occurrences > 1 else ""))
     where = where_parts(f.where, origin, name_limit=120)

@@ -169,6 +169,9 @@ def _finding_block(n: int, f: Finding, origin: int, verbose: bool) -> list[str]:
              + f"{'impact' if f.saving_ns is None else 'time touched'} "
              f"[bold]{fmt_ns(f.impact_ns)}[/] ({fmt_share(f.impact_share)} of span)"
              + (f" · {f.occurrences:,} occurrences" if f.occurrences > 1 else "")]
+    if f.saving_note:      # why there is no saving, or what the projected one leaves out
+        lines.append(f"    [dim]{'saving' if f.saving_ns is not None else 'no saving projected'}: "
+                     f"{_e(f.saving_note, None if verbose else 160)}[/]")
     lines += _where_lines(f, origin, verbose)
     if verbose and len(f.windows) > 1:
         wins = ", ".join(f"+{(s - origin) / 1e6:,.3f} ms ({fmt_ns(e - s)})"
