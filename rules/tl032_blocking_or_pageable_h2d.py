@@ -8,7 +8,7 @@ import numpy as np
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline.uploads import uploads
-from tracelint.whatif.edits import NonBlocking
+from tracelint.whatif.edits import PAGEABLE_LOWER_BOUND, NonBlocking
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,7 @@ class BlockingOrPageableH2D(Rule):
             return None, "the copies of this finding were not found again"
         pageable = finding.metrics.get("pageable_copies")
         return [NonBlocking(api_rows=tuple(rows), cost_ns=ctx.launch_cost_ns)], (
-            "a lower bound: the host no longer waits, but pinned copies would also run faster "
-            "than these pageable ones, which the trace cannot measure"
-            if pageable is not None and pageable.value > 0 else "")
+            PAGEABLE_LOWER_BOUND if pageable is not None and pageable.value > 0 else "")
 
     def check(self, ctx):
         u = self.once_per_context(ctx, self._candidates)

@@ -207,6 +207,13 @@ def _inside_ranges(g: RunGraph, ranges: np.ndarray) -> np.ndarray:
     return out
 
 
+#: The caveat of a replayed fix that moves pageable copies to pinned memory (NonBlocking,
+#: AsyncCopies): both keep each copy's traced duration.
+PAGEABLE_LOWER_BOUND = ("a lower bound: the replay keeps the copies' traced durations, and from "
+                        "pinned memory they would also run faster than these pageable ones, which "
+                        "the trace cannot measure")
+
+
 @dataclass(frozen=True)
 class AsyncCopies:
     """Matching copies run on their own stream, prefetched from pinned memory: they no
