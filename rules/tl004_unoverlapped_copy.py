@@ -9,7 +9,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify, intervals
-from tracelint.whatif.edits import PAGEABLE_LOWER_BOUND, AsyncCopies, Ops
+from tracelint.whatif.edits import AsyncCopies, Ops, pageable_caveat
 
 DIRECTIONS = {"H2D": "host-to-device", "D2H": "device-to-host"}
 
@@ -68,9 +68,7 @@ class UnoverlappedCopy(Rule):
     def fix_edits(self, finding, ctx):
         """Fix: these copies run on their own stream from pinned memory, prefetched."""
         direction = finding.key.rsplit("/", 1)[-1]
-        pageable = finding.metrics.get("pageable_copies")
-        return [AsyncCopies(ops=Ops(devices=(finding.where.device,), kinds=(direction,)))], (
-            PAGEABLE_LOWER_BOUND if pageable is not None and pageable.value > 0 else "")
+        return [AsyncCopies(ops=Ops(devices=(finding.where.device,), kinds=(direction,)))], pageable_caveat(finding)
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options

@@ -8,7 +8,7 @@ import numpy as np
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline.uploads import uploads
-from tracelint.whatif.edits import PAGEABLE_LOWER_BOUND, NonBlocking
+from tracelint.whatif.edits import NonBlocking, pageable_caveat
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,7 @@ class BlockingOrPageableH2D(Rule):
         rows = _site_rows(ctx, self.once_per_context(ctx, self._candidates), finding.key)
         if not rows:
             return None, "the copies of this finding were not found again"
-        pageable = finding.metrics.get("pageable_copies")
-        return [NonBlocking(api_rows=tuple(rows), cost_ns=ctx.launch_cost_ns)], (
-            PAGEABLE_LOWER_BOUND if pageable is not None and pageable.value > 0 else "")
+        return [NonBlocking(api_rows=tuple(rows), cost_ns=ctx.launch_cost_ns)], pageable_caveat(finding)
 
     def check(self, ctx):
         u = self.once_per_context(ctx, self._candidates)

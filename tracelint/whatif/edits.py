@@ -207,11 +207,14 @@ def _inside_ranges(g: RunGraph, ranges: np.ndarray) -> np.ndarray:
     return out
 
 
-#: The caveat of a replayed fix that moves pageable copies to pinned memory (NonBlocking,
-#: AsyncCopies): both keep each copy's traced duration.
-PAGEABLE_LOWER_BOUND = ("a lower bound: the replay keeps the copies' traced durations, and from "
-                        "pinned memory they would also run faster than these pageable ones, which "
-                        "the trace cannot measure")
+def pageable_caveat(finding) -> str:
+    """The caveat on a replayed fix that moves a finding's pageable copies (its
+    `pageable_copies` metric) to pinned memory: NonBlocking and AsyncCopies keep each copy's
+    traced duration; '' when none was pageable."""
+    n = finding.metrics.get("pageable_copies")
+    return ("a lower bound: the replay keeps the copies' traced durations, and from pinned "
+            "memory they would also run faster than these pageable ones, which the trace cannot "
+            "measure") if n is not None and n.value > 0 else ""
 
 
 @dataclass(frozen=True)
