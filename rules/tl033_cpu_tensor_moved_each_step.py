@@ -122,12 +122,7 @@ class CpuTensorMovedEachStep(Rule):
             copies=Measure(len(g), "count"), iterations=Measure(int(steps), "count"),
             move_host_ns=Measure(move_ns, "ns"), factory_host_ns=Measure(fact_ns, "ns"),
             blocked_ns=Measure(blocked, "ns"), synced_copies=Measure(synced, "count"))
-        nbytes = g["bytes"].to_numpy()
-        dur = (g["end"] - g["start"]).to_numpy()
-        kernel = Evidence.measured(
-            f"{int(nbytes[nbytes >= 0].sum())} bytes copied to GPU {int(row['device'])} in "
-            f"{dur.sum() / 1e3:.1f} µs of copy time.",
-            bytes=Measure(int(nbytes[nbytes >= 0].sum()), "bytes"), copy_ns=Measure(int(dur.sum()), "ns"))
+        kernel = self._copy_evidence(g, int(row["device"]))
         site = key if ":" in key and " -> " not in key else f"`{key}`"
         return self.finding(
             ctx, message=(f"{site}: a tensor made by {', '.join(factories)} on the CPU is copied to the "
@@ -140,6 +135,25 @@ class CpuTensorMovedEachStep(Rule):
             metrics={"copies": Measure(len(g), "count"), "move_host_ns": Measure(move_ns, "ns"),
                      "blocked_ns": Measure(blocked, "ns")},
             key=key)
+
+    @staticmethod
+    def _copy_evidence(g, device: int) -> Evidence:
+        """The copies' bytes and time; bytes only over the copies whose size the trace records
+        (-1: not recorded), and not captured when none does: never "0 bytes"."""
+        nbytes = g["bytes"].to_numpy()
+        dur = (g["end"] - g["start"]).to_numpy()
+        known = nbytes >= 0
+        if not known.any():
+            return Evidence.not_captured(
+                f"The trace does not record the size of these {len(g)} copies ("
+                f"{dur.sum() / 1e3:.1f} µs of copy time on GPU {device}).",
+                "torch.profiler with ProfilerActivity.CUDA records each copy's bytes; "
+                "nsys profile -t cuda records them in CUPTI_ACTIVITY_KIND_MEMCPY")
+        of = "" if known.all() else f" (by the {int(known.sum())} of {len(g)} copies that record it)"
+        return Evidence.measured(
+            f"{int(nbytes[known].sum())} bytes copied to GPU {device}{of} in "
+            f"{dur.sum() / 1e3:.1f} µs of copy time.",
+            bytes=Measure(int(nbytes[known].sum()), "bytes"), copy_ns=Measure(int(dur.sum()), "ns"))
 
 
 def _op(name: str) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 from .kineto_events import (COUNTER_CATS, FLOW_CATS, GPU_TABLES, NO_ARGS, RANGE_KIND,
                             TABLE_OF_CAT, Args, Event)
 from ..heap import trim
+from . import kineto_launch_args as launch_args
 from .kineto_memory import MEMORY_CAT, MemoryColumns
 from .kineto_values import dim3, int_col, ints, us_to_ns
 
@@ -36,6 +37,8 @@ class Builder:
         self.call_stacks: list[tuple] = []       # (start, end, pid, tid, text) of legacy stacks
         self.memory = MemoryColumns()            # profile_memory=True [memory] instant events
         self.saw_dims = False                    # an op with "Input Dims" (record_shapes)
+        self.launch_facts: list[np.ndarray] = []  # ROCm: grid, block, size on the API call
+        self._hip = np.zeros(0, bool)
 
     def add_chunk(self, lo: int, events: list[Event], raws) -> None:
         """One chunk of events, in file order (chunks too); lo: the index of its first event;
@@ -73,6 +76,14 @@ class Builder:
             vocab.default_factory = vocab.__len__
         return np.fromiter(map(self.vocab[table].__getitem__, names), np.int64, len(names))
 
+    def _hip_calls(self) -> np.ndarray:
+        """Per API name code: a HIP call (the only runtime whose calls carry launch facts,
+        kineto_launch_args). By name, not row by row: a CUDA trace pays nothing."""
+        names = self.vocab["api_calls"]
+        if len(self._hip) != len(names):
+            self._hip = np.fromiter((n.startswith("hip") for n in names), bool, len(names))
+        return self._hip
+
     def _window(self, xs: list[Event]) -> None:
         """The profiler's own window (cat "Trace"), kept in meta.extra."""
         start, ok = us_to_ns([e.ts for e in xs])
@@ -84,9 +95,10 @@ class Builder:
 
     def _add(self, table: str, cat: str, xs: list[Event]) -> None:
         start, ok = us_to_ns(list(map(_TS, xs)))
+        names = list(map(_NAME, xs))
         c = {"start": start, "end": start + us_to_ns(list(map(_DUR, xs)))[0],
              "pid": int_col(xs, "pid"), "tid": int_col(xs, "tid"),
-             "name": self._codes(table, list(map(_NAME, xs)))}
+             "name": self._codes(table, names)}
         args = list(map(_ARGS, xs))
         if None in args:
             args = [a or NO_ARGS for a in args]
@@ -107,6 +119,12 @@ class Builder:
             c["correlation"] = int_col(args, "correlation")
             c["external_id"] = _external_ids(args)
             c["api"] = np.full(len(xs), 1 if cat.endswith("driver") else 0, np.int8)
+            hip = np.flatnonzero(self._hip_calls()[c["name"]])
+            if len(hip):
+                facts = launch_args.collect(c["correlation"][hip], [names[i] for i in hip],
+                                            [args[i] for i in hip])
+                if facts is not None:
+                    self.launch_facts.append(facts)
         elif table == "ranges":
             c["external_id"] = _external_ids(args)
             c["kind"] = np.full(len(xs), RANGE_KIND[cat], np.int8)

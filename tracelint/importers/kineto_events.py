@@ -46,6 +46,7 @@ class Args(msgspec.Struct, gc=False):
     registers: Any = msgspec.field(default=-1, name="registers per thread")
     smem: Any = msgspec.field(default=-1, name="shared memory")
     nbytes: Any = msgspec.field(default=-1, name="bytes")
+    size: Any = -1         # ROCm runtime copy calls: the bytes their GPU copy rows lack
     # record_shapes=True: op inputs, kept per External id for the efficiency work models.
     # Raw: left undecoded (a byte copy is kept), decoded only when an efficiency model asks.
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")

@@ -104,6 +104,7 @@ def _decode_one(path: Path, rng: tuple[int, int]) -> dict:
             "specials": specials, "shapes": shapes,
             "flow_chunks": build.flow_chunks, "op_inputs": build.op_inputs,
             "call_stacks": build.call_stacks, "window": build.window,
+            "launch_facts": build.launch_facts,
             "bad_ts": build.bad_ts, "non_x": build.non_x, "memory": build.memory}
 
 
@@ -150,6 +151,7 @@ def _merge(build: Builder, got: dict, offset: int) -> int:
     build.flow_chunks += [offset + lo for lo in got["flow_chunks"]]
     build.op_inputs.update(got["op_inputs"])
     build.call_stacks += got["call_stacks"]
+    build.launch_facts += got["launch_facts"]
     if got["window"]:
         lo, hi = got["window"]
         build.window = (min(lo, build.window[0]), max(hi, build.window[1])) if build.window \

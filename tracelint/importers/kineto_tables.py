@@ -13,6 +13,7 @@ from ..timeline import classify
 from ..timeline.model import Timeline
 from ..timeline.nesting import nest
 from ..timeline.schema import TABLES, make_table
+from . import kineto_launch_args as launch_args
 from .kineto_columns import Builder
 from .kineto_events import COUNTER_CATS, GPU_TABLES, RANGE_KINDS
 from .kineto_values import us_to_ns
@@ -34,6 +35,7 @@ def build_timeline(cols: dict, specials: list[dict], build: Builder,
     tl = Timeline()
     vocab = {t: list(build.vocab[t]) for t in cols}
     cols = {t: sort_by_start(c) for t, c in cols.items()}
+    launch_args.fill(cols, build.launch_facts)       # ROCm: launch facts on the API call
     if "api_calls" in cols:
         c = cols["api_calls"]
         c["api"] = pd.Categorical.from_codes(c["api"], categories=["runtime", "driver"])
