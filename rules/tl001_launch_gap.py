@@ -8,7 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, duration_text, option
-from tracelint.engine.runtime_advice import LAUNCH_GAP_FIX, PAST_WARMUP
+from tracelint.engine.runtime_advice import LAUNCH_GAP_FIX, first_call_libraries, past_warmup
 from tracelint.timeline import classify, gaps, hostidle, intervals
 from tracelint.timeline.codes import mode_label
 
@@ -242,7 +242,7 @@ class LaunchGap(Rule):
             parts.append(f"only {n_act} GPU activities on the device: no steady state to judge")
         system = Evidence.measured(
             f"{len(s)} warm-up gaps idle GPU {device} for {idle / 1e6:.3f} ms: {'; '.join(parts)}. "
-            "Lazy module loading, cuDNN/cuBLAS autotuning, allocator growth and first-iteration "
+            f"Lazy module loading, {first_call_libraries(ctx.vendor)}, allocator growth and first-iteration "
             "compilation happen once; they are not launch gaps.",
             idle_ns=Measure(idle, "ns"), gaps=Measure(len(s), "count"),
             activities=Measure(n_act, "count"))
@@ -256,10 +256,8 @@ class LaunchGap(Rule):
                       Layer.KERNEL: Evidence.not_applicable("warm-up idle: first calls, not kernels"),
                       Layer.MICROARCH: Evidence.not_applicable("warm-up idle: first calls, not kernels")},
             metrics={"idle_ns": Measure(idle, "ns")},
-            fix=("Nothing to fix in steady state. Profile past warm-up ("
-                 + ("torch.profiler schedule with wait/warmup steps, nsys --capture-range"
-                    if ctx.is_pytorch else PAST_WARMUP)
-                 + ") to see steady-state behaviour."),
+            fix=(f"Nothing to fix in steady state. Profile past warm-up ({past_warmup(ctx.is_pytorch, ctx.vendor)}) "
+                 "to see steady-state behaviour."),
             key=f"warmup|device{device}")
 
 

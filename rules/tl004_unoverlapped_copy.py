@@ -197,15 +197,13 @@ class UnoverlappedCopy(Rule):
         else:
             kernel = Evidence.not_captured(
                 "The trace does not record copy sizes, so bandwidth cannot be computed.",
-                "nsys profile -t cuda (CUPTI memcpy records carry bytes), or torch.profiler with "
-                "ProfilerActivity.CUDA")
+                ctx.capture_hint("copy_sizes"))
         micro = ctx.microarch(d, where.start_ns, where.end_ns, kernels=None,
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
         if micro.status == "not_captured":   # copies are not kernels: ncu cannot help here
             micro = Evidence.not_captured(
                 "No GPU metric samples during the copy (SM activity, PCIe throughput).",
-                "nsys profile --gpu-metrics-devices=all (Turing or newer) samples SM activity and "
-                "PCIe read/write throughput")
+                ctx.capture_hint("copy_metrics"))
         hide_txt = (f"; compute could hide at most {hideable / 1e6:.2f} ms of it" if hideable < lost
                     else "")
         return self.finding(

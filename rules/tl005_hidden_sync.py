@@ -157,8 +157,7 @@ class HiddenSync(Rule):
             where.kernel = w_name
         else:
             kernel = Evidence.not_captured(
-                "No GPU activity could be tied to these calls' device.",
-                "nsys profile -t cuda, or torch.profiler with ProfilerActivity.CUDA")
+                "No GPU activity could be tied to these calls' device.", ctx.capture_hint("cuda"))
         micro = ctx.microarch(device if device >= 0 else None, where.start_ns, where.end_ns,
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
         order = np.argsort(-g["idle"], kind="stable")[: opt.top]

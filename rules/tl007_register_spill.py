@@ -6,7 +6,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracelint.engine.context import CAPTURE_HINTS
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline.occupancy import occupancy
@@ -119,7 +118,7 @@ class RegisterSpill(Rule):
         if r < 0:
             kernel = Evidence.not_captured(
                 f"`{name}` spills ({lm} B local memory per thread) but the trace has no register "
-                "count or launch configuration for it.", CAPTURE_HINTS["launch_config"])
+                "count or launch configuration for it.", ctx.capture_hint("launch_config"))
         else:
             kernel = Evidence.measured(
                 f"{r} registers/thread × {threads} threads/block: registers alone allow "

@@ -254,8 +254,7 @@ def _busy_evidence(ctx, s, e, tail_idx, typical_idx, by_iteration: bool) -> Evid
     devs = tl.devices_in_use()
     if not devs:
         return Evidence.not_captured("No GPU activity in the trace: cannot split the tail into GPU "
-                                     "work and GPU idle.", "nsys profile -t cuda, or torch.profiler "
-                                     "with ProfilerActivity.CUDA")
+                                     "work and GPU idle.", ctx.capture_hint("cuda"))
     if len(typical_idx) == 0 or len(tail_idx) == 0:
         return Evidence.not_applicable("No typical instances to compare the tail with.")
     busy = np.zeros(len(s), dtype=np.int64)

@@ -184,7 +184,7 @@ class BlockingOrPageableH2D(Rule):
         else:
             kernel = Evidence.not_captured(
                 "The trace does not record copy sizes, so bandwidth cannot be computed.",
-                "nsys profile -t cuda, or torch.profiler with ProfilerActivity.CUDA")
+                ctx.capture_hint("copy_sizes"))
         b, e = g["call_start"].to_numpy(), np.maximum(g["call_end"].to_numpy(), g["sync_end"].to_numpy())
         order = np.argsort(-g["blocked_ns"].to_numpy(), kind="stable")[: opt.top]
         site = key.split("/", 1)[1]

@@ -122,7 +122,7 @@ class CpuTensorMovedEachStep(Rule):
             copies=Measure(len(g), "count"), iterations=Measure(int(steps), "count"),
             move_host_ns=Measure(move_ns, "ns"), factory_host_ns=Measure(fact_ns, "ns"),
             blocked_ns=Measure(blocked, "ns"), synced_copies=Measure(synced, "count"))
-        kernel = self._copy_evidence(g, int(row["device"]))
+        kernel = self._copy_evidence(g, int(row["device"]), ctx.capture_hint("copy_sizes"))
         site = key if ":" in key and " -> " not in key else f"`{key}`"
         return self.finding(
             ctx, message=(f"{site}: a tensor made by {', '.join(factories)} on the CPU is copied to the "
@@ -137,7 +137,7 @@ class CpuTensorMovedEachStep(Rule):
             key=key)
 
     @staticmethod
-    def _copy_evidence(g, device: int) -> Evidence:
+    def _copy_evidence(g, device: int, hint: str) -> Evidence:
         """The copies' bytes and time; bytes only over the copies whose size the trace records
         (-1: not recorded), and not captured when none does: never "0 bytes"."""
         nbytes = g["bytes"].to_numpy()
@@ -146,9 +146,7 @@ class CpuTensorMovedEachStep(Rule):
         if not known.any():
             return Evidence.not_captured(
                 f"The trace does not record the size of these {len(g)} copies ("
-                f"{dur.sum() / 1e3:.1f} µs of copy time on GPU {device}).",
-                "torch.profiler with ProfilerActivity.CUDA records each copy's bytes; "
-                "nsys profile -t cuda records them in CUPTI_ACTIVITY_KIND_MEMCPY")
+                f"{dur.sum() / 1e3:.1f} µs of copy time on GPU {device}).", hint)
         of = "" if known.all() else f" (by the {int(known.sum())} of {len(g)} copies that record it)"
         return Evidence.measured(
             f"{int(nbytes[known].sum())} bytes copied to GPU {device}{of} in "

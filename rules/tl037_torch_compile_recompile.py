@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracelint.engine.context import CAPTURE_HINTS
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.location import is_library
 from tracelint.engine.rule import Rule, option
@@ -228,7 +227,7 @@ class TorchCompileRecompile(Rule):
         tl = ctx.tl
         if not tl.has_gpu_activity:
             return Evidence.not_captured("no GPU activity in the trace: how long the GPU waited for the "
-                                         "compilations is not measured", CAPTURE_HINTS["cuda"])
+                                         "compilations is not measured", ctx.capture_hint("cuda"))
         s, e = flagged["start"].to_numpy(), flagged["end"].to_numpy()
         idle = np.full(len(s), np.iinfo(np.int64).max, dtype=np.int64)
         for d in tl.devices_in_use():
@@ -351,7 +350,7 @@ class TorchCompileRecompile(Rule):
         api = tl.api_calls
         if not tl.has_gpu_activity or len(api) == 0:
             return Evidence.not_captured("no CUDA API calls in the trace: the launches and waits of the eager "
-                                         "code between graphs are not measured", CAPTURE_HINTS["cuda"])
+                                         "code between graphs are not measured", ctx.capture_hint("cuda"))
         names = api["name"].astype(str).to_numpy()
         a_s = api["start"].to_numpy()
         launches = blocking = 0

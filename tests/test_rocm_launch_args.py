@@ -108,10 +108,10 @@ def test_tl033_reports_the_copies_bytes_on_amd():
 def test_tl033_says_not_captured_when_no_copy_records_its_size():
     from tracelint.rules.tl033_cpu_tensor_moved_each_step import CpuTensorMovedEachStep
     g = pd.DataFrame({"bytes": [-1, -1], "start": [0, 100], "end": [40, 150]})
-    ev = CpuTensorMovedEachStep._copy_evidence(g, 0)
+    ev = CpuTensorMovedEachStep._copy_evidence(g, 0, "hint")
     assert ev.status == "not_captured" and not ev.facts and "0 bytes" not in ev.summary
     g.loc[0, "bytes"] = 4096
-    ev = CpuTensorMovedEachStep._copy_evidence(g, 0)
+    ev = CpuTensorMovedEachStep._copy_evidence(g, 0, "hint")
     assert ev.facts["bytes"].value == 4096 and "1 of 2 copies" in ev.summary
 
 

@@ -151,18 +151,12 @@ def case_entry(case: Case, sim: float, why: list[str] | None = None) -> dict[str
 # ----- preconditions ------------------------------------------------------------------------
 def trace_context(timeline) -> dict[str, str]:
     """What the trace as a whole is: device class, vendor, workload kind (timeline.classify)."""
-    from ..timeline.classify import vendor, workload_kind
+    from ..timeline.classify import distinct_names, trace_vendor, workload_kind
     if timeline is None:
         return {}
-    names: list[str] = []
-    for table in ("api_calls", "kernels", "ranges"):   # the names that say the vendor first
-        df = timeline.table(table)
-        if len(df) and "name" in df:
-            col = df["name"]
-            names += [str(x) for x in (col.cat.categories if hasattr(col, "cat") else col.unique())]
-    devices = [d.name for d in timeline.meta.devices if d.name]
+    names = distinct_names(timeline)
     return {"device": "gpu" if timeline.has_gpu_activity else "cpu",
-            "vendor": vendor(devices + names), "workload": workload_kind(names)}
+            "vendor": trace_vendor(timeline, names), "workload": workload_kind(names)}
 
 
 def _workload_from_tag(text: str) -> tuple[str, ...]:

@@ -14,27 +14,13 @@ from ..timeline import classify
 from ..timeline.model import Timeline
 from ..timeline.schema import GPU_ACTIVITY_TABLES
 from . import location
+from .capture_hints import capture_hint
 from .counters import counter_facts
 from .finding import Evidence, Measure, Where
 
 if TYPE_CHECKING:
     from .config import Config
     from .rule import Rule
-
-#: How to capture each missing source, quoted in "not captured" evidence.
-CAPTURE_HINTS = {
-    "gpu_metrics": ("nsys profile --gpu-metrics-devices=all (Turing or newer), or Nsight Compute: "
-                    "ncu --set full -k regex:{kernel} -o report; then pass --ncu report.csv "
-                    "(ncu --csv --page raw -i report.ncu-rep > report.csv)"),
-    "python_stacks": ("torch.profiler.profile(with_stack=True) (tracelint capture does this), "
-                      "or nsys profile --python-backtrace=cuda"),
-    "launch_config": ("a CUDA kernel trace with launch configuration: nsys profile -t cuda, or "
-                      "torch.profiler with ProfilerActivity.CUDA"),
-    "cuda": "nsys profile -t cuda,nvtx, or torch.profiler with ProfilerActivity.CUDA",
-    "nvtx": "annotate phases with torch.profiler.record_function / nvtx.annotate",
-}
-
-
 
 
 class Context:
@@ -254,8 +240,17 @@ class Context:
         return classify.is_pytorch_trace(self.tl.ranges["name"].unique(),
                                          self.tl.kernels["name"].unique())
 
+    @cached_property
+    def vendor(self) -> str:
+        """nvidia, amd or unknown: which vendor's tools the capture hints name."""
+        return classify.trace_vendor(self.tl)
+
+    def capture_hint(self, key: str, **fmt: str) -> str:
+        """How to capture a missing source (engine/capture_hints) on this trace's GPUs."""
+        return capture_hint(key, self.vendor, **fmt)
+
     def stack_evidence_hint(self) -> str:
-        return CAPTURE_HINTS["python_stacks"]
+        return self.capture_hint("python_stacks")
 
     # ----- microarchitecture ---------------------------------------------------------------
     def microarch(self, device: int | None, start: int, end: int,
@@ -296,7 +291,8 @@ class Context:
                 supports = _expectation(means, expect)
                 return Evidence.measured(f"Nsight Compute: {len(rows)} metric rows for "
                                          f"{rows['kernel'].nunique()} kernel(s)", supports=supports, **facts)
-        hint = CAPTURE_HINTS["gpu_metrics"].format(kernel=re.escape(kernels[0])[:60] if kernels else "NAME")
+        hint = self.capture_hint("gpu_metrics",
+                                 kernel=re.escape(kernels[0])[:60] if kernels else "NAME")
         return Evidence.not_captured("No hardware counters in the trace for this window.", hint)
 
     @property

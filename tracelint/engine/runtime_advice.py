@@ -20,8 +20,21 @@ LAUNCH_GAP_FIX = {
                   "before the host work and wait for them after it, move that work to the GPU, or run "
                   "it on another thread."),
 }
-#: TL001's warm-up finding: how to profile past the warm-up.
-PAST_WARMUP = "nsys --capture-range=cudaProfilerApi, with cudaProfilerStart/Stop around the steady-state loop"
+def past_warmup(is_pytorch: bool, vendor: str) -> str:
+    """TL001's warm-up finding: how to profile past the warm-up, with the tools of the program
+    (PyTorch or not) and of the GPU's vendor."""
+    if is_pytorch:
+        return "torch.profiler schedule with wait/warmup steps" + (
+            "" if vendor == "amd" else ", nsys --capture-range")
+    if vendor == "amd":
+        return ("rocprofv3 --collection-period START:DURATION:REPEAT, or roctracer_start/stop "
+                "around the steady-state loop")
+    return "nsys --capture-range=cudaProfilerApi, with cudaProfilerStart/Stop around the steady-state loop"
+
+
+def first_call_libraries(vendor: str) -> str:
+    """The libraries whose first calls tune or load kernels, on this vendor's GPUs."""
+    return "MIOpen/rocBLAS/hipBLASLt tuning" if vendor == "amd" else "cuDNN/cuBLAS autotuning"
 
 
 def hidden_sync_fix(kind: str, api: str) -> str:

@@ -365,6 +365,25 @@ def workload_kind(names: Iterable[str]) -> str:
     return "other"
 
 
+def distinct_names(tl) -> list[str]:
+    """Each distinct API, kernel and range name of a Timeline once: what says its vendor and
+    workload kind."""
+    names: list[str] = []
+    for table in ("api_calls", "kernels", "ranges"):
+        df = tl.table(table)
+        if len(df) and "name" in df:
+            col = df["name"]
+            names += [str(x) for x in (col.cat.categories if hasattr(col, "cat") else col.unique())]
+    return names
+
+
+def trace_vendor(tl, names: list[str] | None = None) -> str:
+    """nvidia, amd or unknown for a whole Timeline, from its devices' names and its
+    distinct_names (passed in where the caller has them already)."""
+    devices = [d.name for d in tl.meta.devices if d.name]
+    return vendor(devices + (distinct_names(tl) if names is None else names))
+
+
 def vendor(names: Iterable[str]) -> str:
     """nvidia, amd or unknown, from device, kernel and API names."""
     names = [str(n) for n in names]
