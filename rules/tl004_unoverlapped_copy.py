@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
-from tracelint.engine.rule import Rule, option
+from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.timeline import classify, intervals
 from tracelint.whatif.edits import AsyncCopies, Ops, pageable_caveat
 
@@ -204,11 +204,11 @@ class UnoverlappedCopy(Rule):
             micro = Evidence.not_captured(
                 "No GPU metric samples during the copy (SM activity, PCIe throughput).",
                 ctx.capture_hint("copy_metrics"))
-        hide_txt = (f"; compute could hide at most {hideable / 1e6:.2f} ms of it" if hideable < lost
+        hide_txt = (f"; compute could hide at most {duration_text(hideable)} of it" if hideable < lost
                     else "")
         return self.finding(
             ctx,
-            message=(f"GPU {d}: {DIRECTIONS[direction]} copies leave {lost / 1e6:.2f} ms without overlapping "
+            message=(f"GPU {d}: {DIRECTIONS[direction]} copies leave {duration_text(lost)} without overlapping "
                      f"compute ({lost / window:.1%} of its active time); {int(pg.sum())} of {len(rows)} "
                      f"from pageable memory{hide_txt}"),
             fix=_fix(int(pg.sum()), int(ss.sum()), hideable, lost, torch=ctx.is_pytorch),

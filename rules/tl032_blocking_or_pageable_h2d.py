@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
-from tracelint.engine.rule import Rule, option
+from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.timeline.uploads import uploads
 from tracelint.whatif.edits import NonBlocking, pageable_caveat
 
@@ -189,7 +189,7 @@ class BlockingOrPageableH2D(Rule):
         order = np.argsort(-g["blocked_ns"].to_numpy(), kind="stable")[: opt.top]
         site = key.split("/", 1)[1]
         return self.finding(
-            ctx, message=(f"GPU {d}: the host waits {blocked / 1e6:.2f} ms ({blocked / span:.1%} of the span) "
+            ctx, message=(f"GPU {d}: the host waits {duration_text(blocked)} ({blocked / span:.1%} of the span) "
                           f"in {len(g)} host-to-device copies at {site}: {cause_txt}"),
             fix=_fix(bool(pageable.any()), bool(nb_false.any()), bool(sync_api.any()), bool(explicit.any()),
                      torch=torch),

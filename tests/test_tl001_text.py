@@ -24,3 +24,16 @@ def test_largest_gap_in_a_readable_unit(name):
     shown = float(m.group(1)) * (1e6 if m.group(2) == "ms" else 1e3)
     assert m.group(2) == ("ms" if ns >= 1e6 else "µs")
     assert abs(shown - ns) <= 0.01 * ns
+
+
+def test_copy_waits_of_seconds_read_in_seconds():
+    """TL032 and TL004 state waits of seconds in s (a 13 s wait read "13182.13 ms"), and the
+    figure is the finding's measured impact."""
+    report = lint(trace_or_skip(TRACES / "nsys" / "nsys2023.3_sc23-openmp-offload_t4.sqlite"),
+                  Config(select=["TL032", "TL004"]))
+    long = [f for f in report.findings if f.impact_ns >= 1e9]
+    assert {f.rule for f in long} == {"TL032", "TL004"}
+    for f in long:
+        m = re.search(r"(?:waits|leave) ([\d.]+) (s|ms) ", f.message)
+        assert m and m.group(2) == "s", f.message
+        assert abs(float(m.group(1)) * 1e9 - f.impact_ns) <= 0.005e9

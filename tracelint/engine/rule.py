@@ -107,8 +107,10 @@ class Rule:
 
 
 def duration_text(ns: float) -> str:
-    """A duration for an evidence sentence: µs below a millisecond, ms from there (an 824 ms
-    gap read "824160.0 µs")."""
+    """A duration for a message or evidence sentence: µs below a millisecond, ms below a second,
+    s from there (an 824 ms gap read "824160.0 µs", a 13 s wait "13182.13 ms")."""
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
     return f"{ns / 1e6:.2f} ms" if ns >= 1e6 else f"{ns / 1e3:.1f} µs"
 
 
