@@ -8,8 +8,9 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, duration_text, option
-from tracelint.timeline import classify, intervals
-from tracelint.whatif.edits import AsyncCopies, Ops, pageable_caveat
+from tracelint.timeline import intervals
+from tracelint.whatif.edits import AsyncCopies, Ops
+from tracelint.whatif.pinned import at_link_rate, link_peak, pageable_caveat
 
 DIRECTIONS = {"H2D": "host-to-device", "D2H": "device-to-host"}
 
@@ -66,9 +67,14 @@ class UnoverlappedCopy(Rule):
     Options = Options
 
     def fix_edits(self, finding, ctx):
-        """Fix: these copies run on their own stream from pinned memory, prefetched."""
-        direction = finding.key.rsplit("/", 1)[-1]
-        return [AsyncCopies(ops=Ops(devices=(finding.where.device,), kinds=(direction,)))], pageable_caveat(finding)
+        """Fix: these copies run on their own stream from pinned memory, prefetched; the upper
+        end of its saving runs the pageable ones at the host link's peak too (whatif.pinned)."""
+        direction, d = finding.key.rsplit("/", 1)[-1], finding.where.device
+        c = ctx.tl.copies
+        rows = np.flatnonzero((c["device"].to_numpy() == d) & (c["kind"].astype(str).to_numpy() == direction))
+        return ([AsyncCopies(ops=Ops(devices=(d,), kinds=(direction,)), call_cost_ns=ctx.launch_cost_ns)],
+                pageable_caveat(finding),
+                at_link_rate(ctx.tl, d, rows, self.options.link_gbps))
 
     def check(self, ctx):
         tl, opt = ctx.tl, self.options
@@ -143,7 +149,7 @@ class UnoverlappedCopy(Rule):
         where.device, where.stream = d, int(c["stream"].iat[i0])
         where.start_ns, where.end_ns = int(c["start"].iat[i0]), int(c["end"].iat[i0])
         where.kernel = str(c["name"].iat[i0])
-        peak, link, inferred = self._peak(tl, d)
+        peak, link, inferred = link_peak(tl, d, self.options.link_gbps)
 
         def gbps(mask):
             m = mask & known & (dur > 0)
@@ -219,18 +225,6 @@ class UnoverlappedCopy(Rule):
                      "unoverlapped_share": Measure(round(lost / window, 4), "ratio"),
                      "pageable_copies": Measure(int(pg.sum()), "count")},
             key=f"device{d}/{direction}")
-
-    def _peak(self, tl, d) -> tuple[float | None, str, bool]:
-        """(GB/s, link name, assumed?) for the device's host link; None when the trace does not
-        name the GPU (a PCIe generation is never guessed without it)."""
-        if self.options.link_gbps > 0:
-            return float(self.options.link_gbps), "configured", False
-        dev = tl.meta.device(d)
-        name = (dev.name or "") if dev else ""
-        peak = classify.host_link(name)
-        if peak is not None:
-            return peak[0], f"{peak[1]} ({name})", True
-        return None, "", False
 
 
 def _fix(pageable: int, same_stream: int, hideable: int, lost: int, torch: bool = True) -> str:

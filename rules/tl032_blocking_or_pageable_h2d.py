@@ -8,7 +8,8 @@ import numpy as np
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.timeline.uploads import uploads
-from tracelint.whatif.edits import NonBlocking, pageable_caveat
+from tracelint.whatif.edits import NonBlocking
+from tracelint.whatif.pinned import at_link_rate, pageable_caveat
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,8 @@ class Options:
     min_share: float = option(0.005, "... and at least this share of the trace span.")
     min_count: int = option(2, "Call sites with fewer blocking copies than this are one-offs and ignored.")
     top: int = option(5, "How many of the longest waits to list as windows.")
+    link_gbps: float = option(0.0, "Peak host-link bandwidth (GB/s) pinned copies could reach, for the upper "
+                                   "end of the fix's saving; 0: infer from the GPU name, else no upper end.")
 
 
 class BlockingOrPageableH2D(Rule):
@@ -79,10 +82,13 @@ class BlockingOrPageableH2D(Rule):
 
     def fix_edits(self, finding, ctx):
         """Fix: pinned source + non_blocking=True: the calls return at once, nothing waits."""
-        rows = _site_rows(ctx, self.once_per_context(ctx, self._candidates), finding.key)
+        u = self.once_per_context(ctx, self._candidates)
+        rows = _site_rows(ctx, u, finding.key)
         if not rows:
             return None, "the copies of this finding were not found again"
-        return [NonBlocking(api_rows=tuple(rows), cost_ns=ctx.launch_cost_ns)], pageable_caveat(finding)
+        copies = u.loc[u["key"] == finding.key, "copy"].to_numpy(np.int64)
+        return ([NonBlocking(api_rows=tuple(rows), cost_ns=ctx.launch_cost_ns)], pageable_caveat(finding),
+                at_link_rate(ctx.tl, finding.where.device, copies, self.options.link_gbps))
 
     def check(self, ctx):
         u = self.once_per_context(ctx, self._candidates)

@@ -189,6 +189,9 @@ class Finding:
     saving_share: float | None = None
     saving_iterations: dict[int, int] = field(default_factory=dict)
     saving_note: str = ""
+    # The upper end where the replay of the fix is a lower bound and a faster variant can be
+    # stated (pinned copies at the host link's peak, whatif/pinned.py); None otherwise.
+    saving_upper_ns: int | None = None
 
     @property
     def impact_share(self) -> float:
@@ -230,4 +233,5 @@ class Finding:
             "saving_iterations": [{"step": int(k), "saving_ns": int(v)}
                                   for k, v in sorted(self.saving_iterations.items())],
             "saving_note": self.saving_note,
+            "saving_upper_ns": None if self.saving_upper_ns is None else int(self.saving_upper_ns),
         }

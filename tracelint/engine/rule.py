@@ -58,7 +58,10 @@ class Rule:
     def fix_edits(self, finding: Finding, ctx):
         """The rule's fix as what-if edits (tracelint.whatif.edits), or (None, why not).
 
-        engine/savings.py replays them to project the finding's saving_ns."""
+        engine/savings.py replays them to project the finding's saving_ns. (edits, caveat) is
+        a fix whose replay leaves something out; (edits, caveat, (more edits, note)) also
+        names the upper end of its saving: the fix with those edits too, its saving written
+        into note's {upper} field (whatif/pinned.py)."""
         return None, "this rule does not state its fix as an edit of the run"
 
     # ----- documentation -----------------------------------------------------------------

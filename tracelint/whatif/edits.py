@@ -207,24 +207,40 @@ def _inside_ranges(g: RunGraph, ranges: np.ndarray) -> np.ndarray:
     return out
 
 
-def pageable_caveat(finding) -> str:
-    """The caveat on a replayed fix that moves a finding's pageable copies (its
-    `pageable_copies` metric) to pinned memory: NonBlocking and AsyncCopies keep each copy's
-    traced duration; '' when none was pageable."""
-    n = finding.metrics.get("pageable_copies")
-    return ("a lower bound: the replay keeps the copies' traced durations, and from pinned "
-            "memory they would also run faster than these pageable ones, which the trace cannot "
-            "measure") if n is not None and n.value > 0 else ""
+@dataclass(frozen=True)
+class CopyAtRate:
+    """Selected copies (rows of the Timeline's copies table, with their bytes) move their
+    bytes at `gbps`: each takes bytes / rate, never longer than traced. What a pinned copy
+    could reach where the trace measured a pageable one (whatif.pinned)."""
+
+    copy_rows: tuple
+    nbytes: tuple
+    gbps: float
+
+    def apply(self, g: RunGraph, p: Plan) -> None:
+        rows = np.asarray(self.copy_rows, dtype=np.int64)
+        order = np.argsort(rows)
+        ops = np.flatnonzero((g.g_table == "copies") & np.isin(g.g_row, rows))
+        if not len(ops) or self.gbps <= 0:
+            return
+        k = order[np.searchsorted(rows[order], g.g_row[ops])]
+        at_rate = np.ceil(np.asarray(self.nbytes, dtype=np.float64)[k] / self.gbps).astype(np.int64)
+        p.writable("g_dur")
+        p.g_dur[ops] = np.minimum(p.g_dur[ops], np.maximum(at_rate, 1))
 
 
 @dataclass(frozen=True)
 class AsyncCopies:
     """Matching copies run on their own stream, prefetched from pinned memory: they no
-    longer queue behind or block compute, and the host does not wait for them."""
+    longer queue behind or block compute, and the host does not wait for them. call_cost_ns:
+    their launching calls then cost at most this (an async copy from pinned memory returns at
+    once; from pageable memory the call lasted as long as the driver's staging, which the
+    replay would otherwise keep as host work even where the copy ends after the call)."""
 
     pattern: str | None = None
     kinds: tuple = ()              # copy kinds (H2D, D2H, ...)
     ops: Ops | None = None
+    call_cost_ns: int | None = None
 
     def apply(self, g: RunGraph, p: Plan) -> None:
         m = self.ops.mask(g) if self.ops else np.zeros(g.n_gpu, bool)
@@ -233,6 +249,10 @@ class AsyncCopies:
         if self.kinds:
             m |= _isin(g.g_kind, self.kinds)
         m &= g.g_table == "copies"
+        if self.call_cost_ns is not None:
+            calls = g.g_launch[m][g.g_launch[m] >= 0]
+            p.writable("h_dur")
+            p.h_dur[calls] = np.minimum(p.h_dur[calls], max(int(self.call_cost_ns), 0))
         spred, qgap = p.g_spred.copy(), p.g_qgap.copy()
         _detach(g, p, m)
         # data still flows: an upload is waited for by the op after it on its old stream, a
