@@ -8,7 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, duration_text, option
-from tracelint.engine.runtime_advice import LAUNCH_GAP_FIX, first_call_libraries, past_warmup
+from tracelint.engine.runtime_advice import first_call_libraries, launch_gap_fix, past_warmup
 from tracelint.timeline import classify, gaps, hostidle, intervals
 from tracelint.timeline.codes import mode_label
 
@@ -227,7 +227,7 @@ class LaunchGap(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"idle_ns": Measure(idle, "ns"), "idle_share": Measure(round(idle / window, 4), "ratio"),
                      "cause_share": Measure(round(by_cause[cause] / idle, 4), "ratio")},
-            fix=FIX_BY_CAUSE[cause] if ctx.is_pytorch else LAUNCH_GAP_FIX.get(cause, FIX_BY_CAUSE[cause]),
+            fix=launch_gap_fix(cause, ctx.framework, FIX_BY_CAUSE[cause]),
             key=f"device{device}")
 
     def _warmup(self, ctx, device, s, e, n_act, first_iteration, first_calls):
@@ -256,7 +256,7 @@ class LaunchGap(Rule):
                       Layer.KERNEL: Evidence.not_applicable("warm-up idle: first calls, not kernels"),
                       Layer.MICROARCH: Evidence.not_applicable("warm-up idle: first calls, not kernels")},
             metrics={"idle_ns": Measure(idle, "ns")},
-            fix=(f"Nothing to fix in steady state. Profile past warm-up ({past_warmup(ctx.is_pytorch, ctx.vendor)}) "
+            fix=(f"Nothing to fix in steady state. Profile past warm-up ({past_warmup(ctx.framework, ctx.vendor)}) "
                  "to see steady-state behaviour."),
             key=f"warmup|device{device}")
 

@@ -8,6 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, duration_text, option
+from tracelint.engine.runtime_advice import JAX_COPY_FIX
 from tracelint.timeline import intervals
 from tracelint.whatif.edits import AsyncCopies, Ops
 from tracelint.whatif.pinned import at_link_rate, link_peak, pageable_caveat
@@ -217,7 +218,8 @@ class UnoverlappedCopy(Rule):
             message=(f"GPU {d}: {DIRECTIONS[direction]} copies leave {duration_text(lost)} without overlapping "
                      f"compute ({lost / window:.1%} of its active time); {int(pg.sum())} of {len(rows)} "
                      f"from pageable memory{hide_txt}"),
-            fix=_fix(int(pg.sum()), int(ss.sum()), hideable, lost, torch=ctx.is_pytorch),
+            fix=JAX_COPY_FIX if ctx.framework == "jax" else _fix(int(pg.sum()), int(ss.sum()), hideable, lost,
+                                                                  torch=ctx.is_pytorch),
             impact_ns=lost, where=where, occurrences=n_un,
             windows=[(int(s[i]), int(e[i])) for i in order],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},

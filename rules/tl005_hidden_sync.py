@@ -9,7 +9,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, duration_text, option
-from tracelint.engine.runtime_advice import hidden_sync_fix
+from tracelint.engine.runtime_advice import hidden_sync_fix, jax_hidden_sync_fix
 from tracelint.timeline import classify, intervals
 from tracelint.timeline.codes import compact_row_codes, distinct_labels, mode_label, row_codes
 from tracelint.timeline.codes import thread_codes as _thread_codes
@@ -173,7 +173,8 @@ class HiddenSync(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"gpu_idle_after_ns": Measure(idle, "ns"), "host_blocked_ns": Measure(blocked, "ns"),
                      "calls": Measure(n, "count")},
-            key=key, **({} if ctx.is_pytorch else {"fix": hidden_sync_fix(kind, api_name)}))
+            key=key, **({} if ctx.is_pytorch else {"fix": jax_hidden_sync_fix(kind) if ctx.framework == "jax"
+                                                    else hidden_sync_fix(kind, api_name)}))
 
 
 # -------------------------------------------------------------------------------------------

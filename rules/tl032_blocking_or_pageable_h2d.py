@@ -7,6 +7,7 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, duration_text, option
+from tracelint.engine.runtime_advice import JAX_COPY_FIX
 from tracelint.timeline.uploads import uploads
 from tracelint.whatif.edits import NonBlocking
 from tracelint.whatif.pinned import at_link_rate, pageable_caveat
@@ -148,13 +149,15 @@ class BlockingOrPageableH2D(Rule):
         where.device, where.stream, where.kernel = d, int(row["stream"]), str(tl.copies["name"].iat[int(row["copy"])])
         # copies issued inside a framework op (`aten::to`) are PyTorch's: name its knobs; a
         # CUDA C / OpenMP / Fortran program gets the runtime's own words
-        torch = bool((g["mover"].to_numpy() >= 0).any()) or ctx.is_pytorch
+        torch = ctx.framework != "jax" and (bool((g["mover"].to_numpy() >= 0).any()) or ctx.is_pytorch)
         causes = []
         if pageable.any():
-            how = "not pinned: pin_memory=False" if torch else "not from cudaMallocHost / cudaHostRegister"
+            how = ("not pinned: pin_memory=False" if torch else "staged by the driver" if ctx.framework == "jax"
+                   else "not from cudaMallocHost / cudaHostRegister")
             causes.append(f"{int(pageable.sum())} from pageable host memory ({how})")
         if nb_false.any():
-            causes.append(f"{int(nb_false.sum())} followed by a stream sync (non_blocking=False)")
+            causes.append(f"{int(nb_false.sum())} followed by a stream sync"
+                          + (" (non_blocking=False)" if torch else ""))
         if explicit.any():
             causes.append(f"{int(explicit.sum())} followed by an explicit synchronize call")
         if sync_api.any():
@@ -197,8 +200,8 @@ class BlockingOrPageableH2D(Rule):
         return self.finding(
             ctx, message=(f"GPU {d}: the host waits {duration_text(blocked)} ({blocked / span:.1%} of the span) "
                           f"in {len(g)} host-to-device copies at {site}: {cause_txt}"),
-            fix=_fix(bool(pageable.any()), bool(nb_false.any()), bool(sync_api.any()), bool(explicit.any()),
-                     torch=torch),
+            fix=JAX_COPY_FIX if ctx.framework == "jax" else _fix(
+                bool(pageable.any()), bool(nb_false.any()), bool(sync_api.any()), bool(explicit.any()), torch=torch),
             impact_ns=blocked, where=where, occurrences=len(g),
             windows=[(int(b[i]), int(e[i])) for i in order],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel,

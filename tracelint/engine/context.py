@@ -234,11 +234,16 @@ class Context:
         return len(self.tl.python_frames) > 0
 
     @cached_property
+    def framework(self) -> str:
+        """pytorch, jax or native: whose knobs a fix names (engine/runtime_advice)."""
+        return classify.trace_framework(self.tl)
+
+    @property
     def is_pytorch(self) -> bool:
         """Whether the trace is a PyTorch program's (its op ranges or ATen's kernels): fixes
-        then name PyTorch's knobs, and a CUDA C, OpenMP or HIP program gets its runtime's."""
-        return classify.is_pytorch_trace(self.tl.ranges["name"].unique(),
-                                         self.tl.kernels["name"].unique())
+        then name PyTorch's knobs; a JAX program gets JAX's, a CUDA C, OpenMP or HIP one its
+        runtime's."""
+        return self.framework == "pytorch"
 
     @cached_property
     def vendor(self) -> str:

@@ -1,7 +1,8 @@
-"""Fixes in a GPU runtime's own calls, for a program that is not PyTorch's (CUDA C, OpenMP,
-HIP, Fortran): the rules' own fixes name PyTorch's knobs (`.item()`, `torch.compile`,
-DataLoader workers), which such a program does not have. A rule asks `Context.is_pytorch`
-and takes its fix from here when the answer is no.
+"""Fixes in a program's own terms where it is not PyTorch's: a GPU runtime's calls for a CUDA
+C, OpenMP, HIP or Fortran program, JAX's for a JAX one. The rules' own fixes name PyTorch's
+knobs (`.item()`, `torch.compile`, DataLoader workers), which such a program does not have. A
+rule asks `Context.framework` (pytorch, jax or native) and takes its fix from here when it is
+not pytorch.
 """
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ LAUNCH_GAP_FIX = {
                   "before the host work and wait for them after it, move that work to the GPU, or run "
                   "it on another thread."),
 }
-def past_warmup(is_pytorch: bool, vendor: str) -> str:
+def past_warmup(framework: str, vendor: str) -> str:
     """TL001's warm-up finding: how to profile past the warm-up, with the tools of the program
-    (PyTorch or not) and of the GPU's vendor."""
-    if is_pytorch:
+    (PyTorch, JAX or neither) and of the GPU's vendor."""
+    if framework == "jax":
+        return ("jax.profiler.start_trace / stop_trace around steps after the first, which "
+                "compile")
+    if framework == "pytorch":
         return "torch.profiler schedule with wait/warmup steps" + (
             "" if vendor == "amd" else ", nsys --capture-range")
     if vendor == "amd":
@@ -51,3 +55,46 @@ def hidden_sync_fix(kind: str, api: str) -> str:
     return (f"Replace the synchronous `{api}` with {rt}MemcpyAsync into pinned host memory "
             f"({rt}HostAlloc or {rt}HostRegister) on a stream, and wait ({rt}StreamSynchronize or an "
             "event) only where the host reads the result.")
+
+
+#: The same causes in a JAX program's terms: jit, on-device loops, asynchronous dispatch.
+JAX_LAUNCH_GAP_FIX = {
+    "late": ("Take host work off the dispatch path: jit the whole step (jax.jit) so XLA fuses it "
+             "into few kernels, loop on the device (jax.lax.scan / fori_loop) rather than in Python, "
+             "and let XLA replay the step's kernels as a CUDA graph (its command buffers, "
+             "--xla_gpu_enable_command_buffer). JAX dispatches asynchronously: keep Python work "
+             "between steps short and free of host reads."),
+    "blocked": ("Remove the host reads from the loop: float(x), x.item(), np.asarray(x), "
+                "jax.device_get, print of a jax.Array and block_until_ready wait for the device; "
+                "keep values on the device and read metrics once every N steps."),
+    "no_launch": ("Nothing was dispatched while the GPU idled: the host was busy (data loading, "
+                  "Python). Prefetch the next batches to the device in a background thread "
+                  "(jax.device_put, flax.jax_utils.prefetch_to_device) and dispatch the next step "
+                  "before the host work: dispatch is asynchronous."),
+}
+
+def jax_hidden_sync_fix(kind: str) -> str:
+    """TL005 in a JAX program, for a call of kind alloc, sync, copy or read."""
+    if kind == "alloc":
+        return ("Device memory is allocated or freed mid-step, and the free synchronises the "
+                "device: let XLA's allocator keep its pool (XLA_PYTHON_CLIENT_PREALLOCATE=true, "
+                "the default, with XLA_PYTHON_CLIENT_MEM_FRACTION sized to the job) instead of "
+                "allocating on demand (XLA_PYTHON_CLIENT_ALLOCATOR=platform).")
+    return ("A host read of a device value waits for the GPU: float(x), x.item(), np.asarray(x), "
+            "jax.device_get, printing a jax.Array, or Python control flow on it outside jit. Keep "
+            "the value on the device (jnp.where or lax.cond inside jit instead of a Python if), "
+            "and read metrics once every N steps.")
+
+#: TL004 and TL032 in a JAX program: inputs staged to the device ahead of use.
+JAX_COPY_FIX = ("Put the inputs on the device ahead of use: jax.device_put the next batch while "
+                "the current step runs (a prefetch thread, flax.jax_utils.prefetch_to_device, or "
+                "a grain / tf.data pipeline that prefetches to the device), keep arrays on the "
+                "device between steps (donate_argnums for buffers the step overwrites), and read "
+                "results back once every N steps.")
+
+
+def launch_gap_fix(cause: str, framework: str, pytorch_fix: str) -> str:
+    """TL001's fix for a cause, in the program's terms (pytorch_fix: the rule's own)."""
+    if framework == "jax":
+        return JAX_LAUNCH_GAP_FIX.get(cause, pytorch_fix)
+    return pytorch_fix if framework == "pytorch" else LAUNCH_GAP_FIX.get(cause, pytorch_fix)

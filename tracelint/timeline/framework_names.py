@@ -172,6 +172,23 @@ def is_pytorch_name(name: str) -> bool:
 _ATEN_KERNEL = re.compile(r"\bat::(native|cuda)::")
 
 
+#: Names only JAX / XLA record: the NVTX ranges XLA's GPU runtime opens per compiled module
+#: (an nsys capture of a JAX program) and jit-compiled function names.
+_JAX_NAME = re.compile(r"^(XlaModule|jit_\w|pjit_\w|PjitFunction)|\bXlaModule:")
+
+
+def trace_framework(tl) -> str:
+    """pytorch, jax or native (CUDA C, HIP, OpenMP, Fortran): whose knobs a fix may name. The
+    importer says so where its format does (a jax.profiler trace); else the names decide."""
+    said = tl.meta.extra.get("framework")
+    if said in ("pytorch", "jax"):
+        return said
+    ranges, kernels = tl.ranges["name"].unique(), tl.kernels["name"].unique()
+    if is_pytorch_trace(ranges, kernels):         # PyTorch's own names are unambiguous
+        return "pytorch"
+    return "jax" if any(_JAX_NAME.search(str(n)) for n in ranges) else "native"
+
+
 def is_pytorch_trace(range_names, kernel_names) -> bool:
     """Whether a trace is a PyTorch program's, from its distinct range and kernel names: then
     advice may name PyTorch's knobs, and a CUDA C, OpenMP or Fortran program gets the
