@@ -22,6 +22,7 @@ class Options:
     min_activities: int = option(8, "A device with fewer GPU activities than this shows no steady state: its gaps are reported as warm-up (info).")
     first_call_share: float = option(0.5, "A gap in which module loading or allocation calls take at least this share is a first-call cost (warm-up).")
     name_share: float = option(0.1, "Name the launching thread's top host activity in the message when it fills at least this share of the idle time.")
+    long_gap_ns: int = option(1_000_000, "Gaps at least this long (ns) are host work between launches, not launch overhead: where they hold most of the late-launch idle time, the fix names that work, not CUDA graphs or fusion.")
 
 
 CAUSE_TEXT = {
@@ -56,6 +57,12 @@ FIX_BY_CAUSE = {
                "delay: launch latency for short gaps, else a dependency the trace does not show (another "
                "device or process, an IPC event, a collective waiting for a peer). Profile the other "
                "side (all ranks, --cuda-event-trace) before changing code."),
+    "late_long": ("The gaps are long ({facts}), and a launch costs microseconds, so CUDA graphs or "
+                  "fused kernels would not close them: between launches the host does other work (the host "
+                  "activity named in the evidence; where the trace records none, profile the host: py-spy, "
+                  "or nsys -t osrt --sample=cpu). Overlap it with GPU work: load and preprocess data in "
+                  "DataLoader workers, move preprocessing to the GPU, launch the next step before host-side "
+                  "bookkeeping, or move that work off the launching thread."),
     "no_launch": ("Nothing was launched while the GPU idled: the host was doing other work (see the host "
                   "activity named in the evidence). Overlap it with GPU work: prefetch the next batch in "
                   "DataLoader workers, move preprocessing to the GPU, or run it on another thread."),
@@ -220,15 +227,27 @@ class LaunchGap(Rule):
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
         return self.finding(
             ctx,
-            message=(f"GPU {device} idle {idle / 1e6:.2f} ms in {len(glen)} gaps ({idle / window:.1%} of "
+            message=(f"GPU {device} idle {duration_text(idle)} in {len(glen)} gaps ({idle / window:.1%} of "
                      f"{where_txt}); mostly {CAUSE_TEXT[cause]} ({by_cause[cause] / idle:.0%}){named}"),
             impact_ns=idle, where=where, occurrences=int(len(glen)),
             windows=[(int(gs[i]), int(ge[i])) for i in order],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"idle_ns": Measure(idle, "ns"), "idle_share": Measure(round(idle / window, 4), "ratio"),
                      "cause_share": Measure(round(by_cause[cause] / idle, 4), "ratio")},
-            fix=launch_gap_fix(cause, ctx.framework, FIX_BY_CAUSE[cause]),
+            fix=self._fix(cause, ctx.framework, glen, att["late"].to_numpy()),
             key=f"device{device}")
+
+    def _fix(self, cause: str, framework: str, glen: np.ndarray, late: np.ndarray) -> str:
+        """The fix for the main cause. Late launches whose idle time is mostly in long gaps
+        (late: each gap's late-launch time) are host work between launches (late_long), which
+        launch-overhead fixes (CUDA graphs, fusion) do not touch."""
+        long = glen >= self.options.long_gap_ns
+        share = late[long].sum() / max(late.sum(), 1)
+        if cause != "late" or share < 0.5:
+            return launch_gap_fix(cause, framework, FIX_BY_CAUSE[cause])
+        facts = (f"{share:.0%} of the late-launch idle time is in {int(long.sum())} gaps of "
+                 f"{duration_text(self.options.long_gap_ns)} or more, the largest {duration_text(glen.max())}")
+        return launch_gap_fix("late_long", framework, FIX_BY_CAUSE["late_long"]).format(facts=facts)
 
     def _warmup(self, ctx, device, s, e, n_act, first_iteration, first_calls):
         tl = ctx.tl
@@ -249,7 +268,7 @@ class LaunchGap(Rule):
         i0 = int(np.argmax(e - s))
         return self.finding(
             ctx, severity=Severity.INFO,
-            message=f"GPU {device} warm-up: {idle / 1e6:.2f} ms idle in {len(s)} gaps ({parts[0]}), apart from steady state",
+            message=f"GPU {device} warm-up: {duration_text(idle)} idle in {len(s)} gaps ({parts[0]}), apart from steady state",
             impact_ns=idle, where=Where(rank=tl.meta.rank, device=device, start_ns=int(s[i0]), end_ns=int(e[i0])),
             occurrences=int(len(s)), windows=[(int(a), int(b)) for a, b in zip(s, e)][:self.options.top],
             evidence={Layer.SYSTEM: system,

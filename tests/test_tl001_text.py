@@ -10,6 +10,7 @@ from conftest import TRACES, trace_or_skip
 from tracelint.api import lint
 from tracelint.engine.config import Config
 from tracelint.engine.finding import Layer
+from tracelint.engine.rule import duration_text
 
 
 @pytest.mark.parametrize("name", ["hta_alexnet_a100.json.gz",            # 824 ms
@@ -37,3 +38,24 @@ def test_copy_waits_of_seconds_read_in_seconds():
         m = re.search(r"(?:waits|leave) ([\d.]+) (s|ms) ", f.message)
         assert m and m.group(2) == "s", f.message
         assert abs(float(m.group(1)) * 1e9 - f.impact_ns) <= 0.005e9
+
+
+@pytest.mark.parametrize("path, long", [
+    (TRACES / "nsys" / "nsys2021.2_mordred-hashjoin_quadro-rtx6000.sqlite", True),   # 4.66 s gap
+    (TRACES / "torch" / "param_resnet_rtx2080ti.json.gz", True),                      # 2.25 s gap
+    (TRACES / "torch" / "hta_v100_rank1of2.json.gz", False),                          # 8,260 short gaps
+])
+def test_late_launches_in_long_gaps_are_host_work_not_launch_overhead(path, long):
+    """Where most of the late-launch idle time is in gaps of a millisecond or more, the fix
+    names the host's work between launches: CUDA graphs and fusion save microseconds per
+    launch and would not close them."""
+    report = lint(trace_or_skip(path), Config(select=["TL001"]))
+    (f,) = [f for f in report.findings if "warm-up" not in f.message]
+    assert "mostly the host issued the next launch late" in f.message
+    if long:
+        assert f.fix.startswith("The gaps are long (") and "host does other work" in f.fix
+        assert "CUDA graph" in f.fix and "would not close them" in f.fix
+        largest = duration_text(f.evidence[Layer.KERNEL].facts["largest_gap_ns"].value)
+        assert f"the largest {largest}" in f.fix
+    else:
+        assert f.fix.startswith("Take host work off the launch path")

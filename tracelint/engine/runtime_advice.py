@@ -16,6 +16,11 @@ LAUNCH_GAP_FIX = {
                 "cuMemcpyDtoH, any copy to or from pageable memory) waits for the device like a sync; "
                 "copy with cudaMemcpyAsync from pinned memory (cudaMallocHost) and synchronise once per "
                 "step at most, on an event where only one result is needed (see TL005)."),
+    "late_long": ("The gaps are long ({facts}), and a launch costs microseconds, so a CUDA graph or "
+                  "fused kernels would not close them: between launches the host does other work (the host "
+                  "activity named in the evidence; where the trace records none, profile the host: nsys -t "
+                  "osrt --sample=cpu, perf). Overlap it with GPU work: launch the next kernels before it and "
+                  "synchronise after it, move it to the GPU, or run it on another thread."),
     "no_launch": ("Nothing was launched while the GPU idled: the host was doing other work (see the host "
                   "activity named in the evidence). Overlap it with GPU work: launch the next kernels "
                   "before the host work and wait for them after it, move that work to the GPU, or run "
@@ -64,6 +69,11 @@ JAX_LAUNCH_GAP_FIX = {
              "and let XLA replay the step's kernels as a CUDA graph (its command buffers, "
              "--xla_gpu_enable_command_buffer). JAX dispatches asynchronously: keep Python work "
              "between steps short and free of host reads."),
+    "late_long": ("The gaps are long ({facts}), and a dispatch costs microseconds, so jit or "
+                  "command buffers would not close them: between steps the host does other work (data "
+                  "loading, Python; profile it with py-spy, or nsys -t osrt --sample=cpu). Prefetch batches "
+                  "to the device in a background thread (jax.device_put, flax.jax_utils.prefetch_to_device) "
+                  "and dispatch the next step before the host work: dispatch is asynchronous."),
     "blocked": ("Remove the host reads from the loop: float(x), x.item(), np.asarray(x), "
                 "jax.device_get, print of a jax.Array and block_until_ready wait for the device; "
                 "keep values on the device and read metrics once every N steps."),
