@@ -7,6 +7,7 @@ names its host link, a second replay with the copies at the link's peak gives th
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -34,9 +35,12 @@ def test_pageable_upload_saving_is_a_range(capsys):
         assert f.saving_note.startswith("up to ") and "25 GB/s PCIe Gen4 x16" in f.saving_note
         assert f.to_dict()["saving_upper_ns"] == f.saving_upper_ns
     md = render(report, "markdown")
-    assert "Projected saving" in md and "a lower bound" in md
+    assert "Projected saving" in md and "a lower bound" in md and ") (up to " in md
     render(report, "terminal")
-    assert "saving: up to " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "saving: up to " in out
+    assert re.search(r"projected saving \S+ \S+ \([^)]*\) up to \S+ \S+ · time touched", out), out
+    assert " – " in render(report, "html")
 
 
 def test_without_a_known_link_the_saving_stays_a_lower_bound():

@@ -152,7 +152,8 @@ def _card(n: int, f: Finding, origin: int) -> dict[str, Any]:
         "n": n, "sev": f.severity.value, "rule": clean(f.rule), "slug": clean(f.slug),
         "title": clean(f.title), "message": clean(f.message),
         "impact": fmt_ms(f.impact_ns), "share": fmt_share(f.impact_share),
-        "saving": fmt_ms(f.saving_ns) if f.saving_ns is not None else "n/a",
+        "saving": (fmt_ms(f.saving_ns) + (f" – {fmt_ms(f.saving_upper_ns)}" if f.saving_upper_ns is not None else "")
+                   if f.saving_ns is not None else "n/a"),
         "saving_note": clean(f.saving_note),
         "occurrences": fmt_count(f.occurrences),
         "where": where_parts(f.where, origin, name_limit=None),

@@ -40,7 +40,8 @@ def _details(n: int, f: Finding, origin: int) -> str:
              f"#### {n}. {md_escape(f.rule)} {md_escape(f.slug)}: {md_escape(f.title)}", "",
              md_escape(f.message, 500), ""]
     if f.saving_ns is not None:
-        lines.append(f"- **Projected saving**: {fmt_ms(f.saving_ns)} ({fmt_share(f.saving_share)} of the span), "
+        upper = f" (up to {fmt_ms(f.saving_upper_ns)})" if f.saving_upper_ns is not None else ""
+        lines.append(f"- **Projected saving**: {fmt_ms(f.saving_ns)} ({fmt_share(f.saving_share)} of the span){upper}, "
                      "the fix replayed on the run's dependency graph"
                      + (f"; {md_escape(f.saving_note, 300)}" if f.saving_note else ""))
     elif f.saving_note:

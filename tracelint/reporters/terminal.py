@@ -164,8 +164,9 @@ def verdict_line(f: Finding) -> str:
 def _finding_block(n: int, f: Finding, origin: int, verbose: bool) -> list[str]:
     sev = f.severity.value
     lines = [f"  [bold]#{n}[/] [{SEV_STYLE[sev]}]{sev}[/] {_e(f.message, None if verbose else 240)}",
-             "    " + (f"projected saving [bold]{fmt_ns(f.saving_ns)}[/] ({fmt_share(f.saving_share)}) · "
-                    if f.saving_ns is not None else "")
+             "    " + (f"projected saving [bold]{fmt_ns(f.saving_ns)}[/] ({fmt_share(f.saving_share)})"
+                    + (f" up to [bold]{fmt_ns(f.saving_upper_ns)}[/]" if f.saving_upper_ns is not None else "")
+                    + " · " if f.saving_ns is not None else "")
              + f"{'impact' if f.saving_ns is None else 'time touched'} "
              f"[bold]{fmt_ns(f.impact_ns)}[/] ({fmt_share(f.impact_share)} of span)"
              + (f" · {f.occurrences:,} occurrences" if f.occurrences > 1 else "")]
