@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 
 from ..errors import TraceFormatError
+from ..importers.kineto_events import TABLE_OF_CAT
 from ..io import copy_sqlite
 from ..reporters.fmt import fmt_ns
 from .model import CaseError
@@ -43,8 +44,8 @@ from .model import CaseError
 SIZE_LIMIT_BYTES = 256 * 1024
 EXCERPT_NAMES = {"kineto-json": "excerpt.json.gz", "nsys-sqlite": "excerpt.sqlite"}
 
-GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "cuda_sync"}
-LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
+GPU_CATS = {c for c, t in TABLE_OF_CAT.items() if t in ("kernels", "copies", "memsets", "syncs")}
+LAUNCH_CATS = {c for c, t in TABLE_OF_CAT.items() if t == "api_calls"}
 HOST_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
 FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "async"}
 SPAN_CAT = "Trace"

@@ -4,7 +4,7 @@ CPU-only gloo trace is never "like" an LLM-prefill case however close two number
 
     applies_when:
       device: gpu                  # gpu | cpu | any
-      vendor: nvidia               # nvidia | amd | any
+      vendor: nvidia               # nvidia | amd | intel | any
       workload: [training]         # training, inference, serving, other; empty = any
       metrics:                     # the finding's numbers (as in expected.findings)
         idle_share: {min: 0.05}
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEVICES = ("gpu", "cpu", "any")
-VENDORS = ("nvidia", "amd", "any")
+VENDORS = ("nvidia", "amd", "intel", "any")
 WORKLOADS = ("training", "inference", "serving", "other")
 
 

@@ -1,7 +1,7 @@
 """How to capture each missing source, quoted in "not captured" evidence, for the GPU vendor
 the trace was recorded on: an AMD trace told to run `nsys` or `ncu` gets advice it cannot
-follow. The vendor comes from the trace (timeline.classify.trace_vendor); unknown gets the
-NVIDIA tools, the most common case.
+follow. The vendor comes from the trace (timeline.classify.trace_vendor): nvidia, amd or intel;
+unknown gets the NVIDIA tools, the most common case.
 
 tracelint reads hardware counters from NVIDIA's tools only (nsys GPU metrics, Nsight Compute
 CSV, the CUPTI range profiler in Kineto): the AMD hint says how to record them and that they
@@ -42,8 +42,24 @@ AMD_HINTS = {
     "nvtx": "annotate phases with torch.profiler.record_function / roctx ranges (roctxRangePush)",
 }
 
+#: ... and on Intel GPUs (PyTorch's XPU backend): torch.profiler's XPU activity, VTune, unitrace.
+INTEL_HINTS = {
+    "gpu_metrics": ("vtune -collect gpu-hotspots -- <your program> (kernel '{kernel}'), or "
+                    "unitrace with its metric queries (intel/pti-gpu); tracelint reads NVIDIA "
+                    "counters only, so compare these by hand"),
+    "copy_metrics": ("vtune -collect gpu-hotspots samples the GPU's memory and link throughput; "
+                     "tracelint reads NVIDIA counters only"),
+    "python_stacks": "torch.profiler.profile(with_stack=True) (tracelint capture does this)",
+    "launch_config": "torch.profiler with ProfilerActivity.XPU, or unitrace --chrome-kernel-logging",
+    "copy_sizes": "torch.profiler with ProfilerActivity.XPU, or unitrace --chrome-kernel-logging",
+    "cuda": "torch.profiler with ProfilerActivity.XPU, or unitrace --chrome-call-logging",
+    "nvtx": "annotate phases with torch.profiler.record_function / ITT (torch.profiler.itt)",
+}
+
+HINTS_BY_VENDOR = {"amd": AMD_HINTS, "intel": INTEL_HINTS}
+
 
 def capture_hint(key: str, vendor: str = "unknown", **fmt: str) -> str:
     """The hint for one missing source on this vendor's GPUs; fmt fills its {fields}."""
-    text = (AMD_HINTS if vendor == "amd" else CAPTURE_HINTS)[key]
+    text = HINTS_BY_VENDOR.get(vendor, CAPTURE_HINTS)[key]
     return text.format(**fmt) if fmt else text

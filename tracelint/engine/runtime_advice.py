@@ -34,16 +34,19 @@ def past_warmup(framework: str, vendor: str) -> str:
                 "compile")
     if framework == "pytorch":
         return "torch.profiler schedule with wait/warmup steps" + (
-            "" if vendor == "amd" else ", nsys --capture-range")
+            "" if vendor in ("amd", "intel") else ", nsys --capture-range")
     if vendor == "amd":
         return ("rocprofv3 --collection-period START:DURATION:REPEAT, or roctracer_start/stop "
                 "around the steady-state loop")
+    if vendor == "intel":
+        return "vtune -start-paused, with __itt_resume/__itt_pause around the steady-state loop"
     return "nsys --capture-range=cudaProfilerApi, with cudaProfilerStart/Stop around the steady-state loop"
 
 
 def first_call_libraries(vendor: str) -> str:
     """The libraries whose first calls tune or load kernels, on this vendor's GPUs."""
-    return "MIOpen/rocBLAS/hipBLASLt tuning" if vendor == "amd" else "cuDNN/cuBLAS autotuning"
+    return {"amd": "MIOpen/rocBLAS/hipBLASLt tuning", "intel": "oneDNN/oneMKL kernel JIT and tuning"
+            }.get(vendor, "cuDNN/cuBLAS autotuning")
 
 
 def hidden_sync_fix(kind: str, api: str) -> str:

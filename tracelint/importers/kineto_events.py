@@ -2,7 +2,10 @@
 Structs that declare only the fields the importer reads (the decoder skips all others).
 
 2021 categories (Kernel, Runtime, Operator, ...) and ROCm traces (HIP calls under
-cuda_runtime) map to the same tables as current CUDA traces.
+cuda_runtime) map to the same tables as current CUDA traces, and so do the runtime calls of
+Kineto's other backends: Intel GPUs (xpu_runtime / xpu_driver: Unified Runtime and Level Zero
+calls), out-of-tree devices (privateuse1_*), MTIA and Cambricon MLU (mlu_*). Without them a
+trace of those devices had kernels but no launch calls: every gap's cause "unlinked".
 """
 from __future__ import annotations
 
@@ -16,6 +19,9 @@ TABLE_OF_CAT = {
     "gpu_memcpy": "copies", "Memcpy": "copies",
     "gpu_memset": "memsets", "Memset": "memsets",
     "cuda_runtime": "api_calls", "cuda_driver": "api_calls", "Runtime": "api_calls",
+    "xpu_runtime": "api_calls", "xpu_driver": "api_calls", "privateuse1_runtime": "api_calls",
+    "privateuse1_driver": "api_calls", "mtia_runtime": "api_calls", "mlu_runtime": "api_calls",
+    "mlu_memcpy": "copies", "mlu_memset": "memsets",
     "cpu_op": "ranges", "Operator": "ranges", "user_annotation": "ranges",
     "gpu_user_annotation": "ranges",
     "cuda_sync": "syncs",

@@ -53,20 +53,28 @@ KERNEL_CLASS_NAMES = tuple(dict.fromkeys(c for c, _ in KERNEL_CLASSES)) + ("othe
 
 _KERNEL_RES = [(c, re.compile(p, re.IGNORECASE)) for c, p in KERNEL_CLASSES]
 
-#: Host API roles. Names are matched after version suffixes are stripped.
+#: Host API roles. Names are matched after version suffixes are stripped. CUDA (runtime and
+#: driver), HIP, and Intel's Unified Runtime (ur*) and Level Zero (ze*) calls, which Kineto
+#: records under xpu_runtime / xpu_driver.
 API_ROLES: Sequence[tuple[str, str]] = (
     ("launch", r"^(cuda|hip)(Launch(Kernel|Cooperative|HostFunc)\w*|ExtLaunch\w*|"
                r"ModuleLaunch\w*|ExtModuleLaunch\w*|GraphLaunch\w*)$|^cuLaunch\w*$|"
-               r"^cuGraphLaunch\w*$|^hipExtModuleLaunchKernel$|^hipModuleLaunchKernel$"),
+               r"^cuGraphLaunch\w*$|^hipExtModuleLaunchKernel$|^hipModuleLaunchKernel$|"
+               r"^urEnqueueKernelLaunch\w*$|^zeCommandListAppendLaunch\w*$|"
+               r"^urCommandBufferEnqueueExp$"),
     ("sync", r"Synchronize|^(cuda|hip)StreamWaitEvent$|^cuStreamWaitEvent$|"
-             r"^(cuda|hip)StreamQuery$|^(cuda|hip)EventQuery$"),
-    ("copy", r"^(cuda|hip)Memcpy\w*|^cuMemcpy\w*|^hipMemcpyWithStream$"),
-    ("memset", r"^(cuda|hip)Memset\w*|^cuMemset\w*"),
+             r"^(cuda|hip)StreamQuery$|^(cuda|hip)EventQuery$|^urQueueFinish$|^urEventWait$"),
+    ("copy", r"^(cuda|hip)Memcpy\w*|^cuMemcpy\w*|^hipMemcpyWithStream$|^urEnqueueUSMMemcpy\w*$|"
+             r"^urEnqueueMemBuffer(Read|Write|Copy)\w*$|^zeCommandListAppendMemoryCopy\w*$"),
+    ("memset", r"^(cuda|hip)Memset\w*|^cuMemset\w*|^urEnqueueUSMFill\w*$|^urEnqueueMemBufferFill$|"
+               r"^zeCommandListAppendMemoryFill$"),
     ("load", r"^cu(Module|Library)(Load|GetFunction|GetKernel)\w*|^hipModule(Load|GetFunction)\w*|"
-             r"^(cuda|hip)GetFuncBySymbol$|^cudaFuncGetAttributes$|^cuKernelGetFunction$"),
+             r"^(cuda|hip)GetFuncBySymbol$|^cudaFuncGetAttributes$|^cuKernelGetFunction$|"
+             r"^urProgram(Build|Create)\w*$|^urKernelCreate$|^ze(Module|Kernel)Create$"),
     ("alloc", r"^(cuda|hip)(Malloc|Free|HostAlloc|HostRegister|MallocAsync|FreeAsync|"
               r"MallocHost|FreeHost|MallocManaged)\w*$|^cuMem(Alloc|Free|HostAlloc|Create|"
-              r"Release|Map|Unmap|AddressReserve)\w*$"),
+              r"Release|Map|Unmap|AddressReserve)\w*$|^urUSM(Device|Host|Shared)?(Alloc|Free)$|"
+              r"^zeMem(Alloc|Free)\w*$"),
 )
 
 _API_RES = [(c, re.compile(p)) for c, p in API_ROLES]
@@ -187,11 +195,11 @@ def sync_kind(name: str) -> str:
     n = name.lower()
     if "devicesynchronize" in n or "ctxsynchronize" in n:
         return "device"
-    if "streamsynchronize" in n:
+    if "streamsynchronize" in n or n == "urqueuefinish" or "commandqueuesynchronize" in n:
         return "stream"
     if "streamwaitevent" in n:
         return "stream_wait_event"
-    if "eventsynchronize" in n:
+    if "eventsynchronize" in n or n == "ureventwait" or "eventhostsynchronize" in n:
         return "event"
     if "query" in n:
         return "query"
@@ -317,6 +325,9 @@ _SERVING = re.compile(r"vllm|sglang|tensorrt_llm|paged_?attention|reshape_and_ca
                       r"prefill|decode_attention|flash_fwd_splitkv|generate\(", re.I)
 _FRAMEWORK_OP = re.compile(r"^(aten::|ProfilerStep|nn\.Module|torch|jax|xla|tf\.)", re.I)
 _AMD = re.compile(r"\b(AMD|Instinct|Radeon|MI\d{3})|^Cijk_|hipMemcpy|hipLaunch", re.I)
+#: Intel GPUs: device names, and the Unified Runtime / Level Zero calls Kineto records for them.
+_INTEL = re.compile(r"\bIntel\(R\) (Data Center GPU|Arc|Iris)|^ur(Enqueue|Queue|USM)\w+$|"
+                    r"^zeCommand\w+$")
 _NVIDIA = re.compile(r"\b(NVIDIA|Tesla|GeForce|Quadro|RTX|A100|H100|H200|B200|V100|T4|L4|L40)\b|"
                      r"^cuda[A-Z]|^cu[A-Z]", re.I)
 
@@ -385,12 +396,14 @@ def trace_vendor(tl, names: list[str] | None = None) -> str:
 
 
 def vendor(names: Iterable[str]) -> str:
-    """nvidia, amd or unknown, from device, kernel and API names."""
+    """nvidia, amd, intel or unknown, from device, kernel and API names."""
     names = [str(n) for n in names]
     if _any_search(_AMD, names, _lowered(names)):
         return "amd"
     if any(_NVIDIA.search(n) for n in names):
         return "nvidia"
+    if any(_INTEL.search(n) for n in names):
+        return "intel"
     return "unknown"
 
 
