@@ -247,7 +247,7 @@ class Context:
 
     @cached_property
     def vendor(self) -> str:
-        """nvidia, amd or unknown: which vendor's tools the capture hints name."""
+        """nvidia, amd, intel or unknown: which vendor's tools the capture hints name."""
         return classify.trace_vendor(self.tl)
 
     def capture_hint(self, key: str, **fmt: str) -> str:

@@ -26,6 +26,8 @@ LAUNCH_GAP_FIX = {
                   "before the host work and wait for them after it, move that work to the GPU, or run "
                   "it on another thread."),
 }
+
+
 def past_warmup(framework: str, vendor: str) -> str:
     """TL001's warm-up finding: how to profile past the warm-up, with the tools of the program
     (PyTorch, JAX or neither) and of the GPU's vendor."""
@@ -86,6 +88,7 @@ JAX_LAUNCH_GAP_FIX = {
                   "before the host work: dispatch is asynchronous."),
 }
 
+
 def jax_hidden_sync_fix(kind: str) -> str:
     """TL005 in a JAX program, for a call of kind alloc, sync, copy or read."""
     if kind == "alloc":
@@ -97,6 +100,7 @@ def jax_hidden_sync_fix(kind: str) -> str:
             "jax.device_get, printing a jax.Array, or Python control flow on it outside jit. Keep "
             "the value on the device (jnp.where or lax.cond inside jit instead of a Python if), "
             "and read metrics once every N steps.")
+
 
 #: TL004 and TL032 in a JAX program: inputs staged to the device ahead of use.
 JAX_COPY_FIX = ("Put the inputs on the device ahead of use: jax.device_put the next batch while "
