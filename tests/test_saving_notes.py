@@ -81,3 +81,15 @@ def test_async_copies_from_pinned_memory_return_at_once():
     out = w.run([edit])
     assert ((out.h_end - out.h_start)[calls] <= 5_000).all()
     assert w.saving([edit])[0] > w.saving([AsyncCopies(ops=Ops(kinds=("H2D",)))])[0]
+
+
+def test_where_faster_copies_save_no_more_the_saving_is_no_bound():
+    """OWLv2 inference on an H100 (PCIe Gen5 assumed): with the host no longer waiting, the
+    pageable uploads are off the critical path, so the replay at the link's peak saves no
+    more. The note says so instead of calling the saving a lower bound, and no range."""
+    report = lint(trace_or_skip(TRACES / "torch" / "tracelens_h100_owlv2_inference.json.gz"),
+                  Config(select=["TL032"]))
+    (f,) = report.findings
+    assert f.saving_ns > 0 and f.saving_upper_ns is None
+    assert f.saving_note.startswith("replayed also with the pageable copies pinned and at the 50 GB/s")
+    assert "no more" in f.saving_note and "lower bound" not in f.saving_note

@@ -59,9 +59,10 @@ class Rule:
         """The rule's fix as what-if edits (tracelint.whatif.edits), or (None, why not).
 
         engine/savings.py replays them to project the finding's saving_ns. (edits, caveat) is
-        a fix whose replay leaves something out; (edits, caveat, (more edits, note)) also
-        names the upper end of its saving: the fix with those edits too, its saving written
-        into note's {upper} field (whatif/pinned.py)."""
+        a fix whose replay leaves something out; (edits, caveat, (more edits, note[, flat]))
+        also names the upper end of its saving: the fix with those edits too, its saving
+        written into note's {upper} field, or `flat` the note where it saves no more
+        (whatif/pinned.py)."""
         return None, "this rule does not state its fix as an edit of the run"
 
     # ----- documentation -----------------------------------------------------------------

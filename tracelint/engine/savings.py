@@ -42,7 +42,7 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
             fixed.append((f, list(edits)))
             f.saving_note = why or ""           # the rule's caveat on what the replay leaves out
             if upper:
-                uppers.append((f, list(edits) + list(upper[0]), upper[1]))
+                uppers.append((f, list(edits) + list(upper[0]), upper[1:]))
         else:
             f.saving_note = why or "the fix is not expressible as an edit of the run"
     runs = [edits for _, edits in fixed]
@@ -62,13 +62,20 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
         f.saving_ns = int(saved)
         f.saving_share = saved / span
         f.saving_iterations = {k: int(v) for k, v in per_it.items()}
-    for (f, _, note), (saved, _) in zip(uppers, upper_results):
-        if saved > f.saving_ns:            # a range only where the faster copies save more
-            f.saving_upper_ns = int(saved)
-            f.saving_note = note.format(upper=duration_text(saved))
+    for (f, _, notes), (saved, _) in zip(uppers, upper_results):
+        if saved > f.saving_ns + max(RANGE_AT_LEAST * abs(f.saving_ns), 1_000):
+            f.saving_upper_ns = int(saved)     # a range only where the faster variant saves more
+            f.saving_note = notes[0].format(upper=duration_text(saved))
+        elif len(notes) > 1:                   # replayed, and no faster: the saving is not a bound
+            f.saving_note = notes[1]
     if not fixed:
         return None, extra
     return (fixed[0][0].saving_ns if len(fixed) == 1 else int(results[len(fixed)][0])), extra
+
+
+#: The upper end is reported where it exceeds the projected saving by this share (and 1 µs):
+#: a "range" of 292.9 to 292.9 ms says nothing.
+RANGE_AT_LEAST = 0.01
 
 
 def _unpack(fix: tuple) -> tuple:

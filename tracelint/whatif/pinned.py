@@ -41,10 +41,10 @@ def link_peak(tl, device: int, configured_gbps: float = 0.0) -> tuple[float | No
 
 
 def at_link_rate(tl, device: int, copy_rows: np.ndarray, configured_gbps: float = 0.0):
-    """(edits, note with an {upper} field) that run the pageable copies among copy_rows at
-    the host link's peak, for the upper end of a pinned-memory fix's saving; None where it
-    cannot be stated: no pageable copy with a recorded size, an unknown link, or copies that
-    already ran at its peak."""
+    """(edits, note with an {upper} field, note where they save no more) that run the pageable
+    copies among copy_rows at the host link's peak, for the upper end of a pinned-memory fix's
+    saving; None where it cannot be stated: no pageable copy with a recorded size, an unknown
+    link, or copies that already ran at its peak."""
     c = tl.copies
     rows = np.asarray(copy_rows, dtype=np.int64)
     if not len(rows) or not len(c):
@@ -60,7 +60,9 @@ def at_link_rate(tl, device: int, copy_rows: np.ndarray, configured_gbps: float 
     if peak is None or rate >= peak:
         return None
     why = " (assumed from the GPU name; the rule's link_gbps overrides it)" if assumed else ""
-    note = (f"up to {{upper}} with the pageable copies pinned and at the {peak:g} GB/s {link} "
-            f"peak{why}; the projected figure keeps their traced {rate:.1f} GB/s, a lower bound")
+    at_peak = f"the pageable copies pinned and at the {peak:g} GB/s {link} peak{why}"
+    note = (f"up to {{upper}} with {at_peak}; the projected figure keeps their traced "
+            f"{rate:.1f} GB/s, a lower bound")
+    flat = f"replayed also with {at_peak}: no more, so faster copies would not shorten this run"
     return [CopyAtRate(tuple(int(r) for r in rows[take]), tuple(int(b) for b in nbytes[take]),
-                       float(peak))], note
+                       float(peak))], note, flat
