@@ -35,7 +35,7 @@ def project_savings(whatif: WhatIf, findings: Iterable[Finding], rules: dict, ct
     idle for."""
     span = max(int(whatif.tl.span_ns), 1)
     fixed: list[tuple[Finding, list]] = []
-    uppers: list[tuple[Finding, list, str]] = []
+    uppers: list[tuple[Finding, list, tuple]] = []     # (finding, edits, notes)
     for f in findings:
         edits, why, upper = _unpack(stated_fix(rules.get(f.rule), f, ctx))
         if edits:
