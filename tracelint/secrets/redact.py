@@ -256,7 +256,7 @@ def scrub_text(s: str, paths: bool = False) -> str:
 
 def scrub_report(report, paths: bool = False, use_source: bool = True) -> None:
     """Scrub, in place, everything a reporter may print from `report`: source path, finding
-    messages, titles, where fields (file, function, kernel, NVTX path), evidence summaries,
+    messages, titles, saving notes, where fields (file, function, kernel, NVTX path), evidence summaries,
     capture hints, fact and metric names, matched cases, skipped-rule reasons, rule docs, and
     the timeline's names (tables, cached frames, metadata, notes, device names).
 
@@ -272,6 +272,7 @@ def scrub_report(report, paths: bool = False, use_source: bool = True) -> None:
         fd.title = f(fd.title)
         fd.fix = f(fd.fix)
         fd.counter_example = f(fd.counter_example)
+        fd.saving_note = f(fd.saving_note)      # may quote the GPU's name (whatif/pinned.py)
         w = fd.where
         w.file, w.function, w.kernel = f(w.file), f(w.function), f(w.kernel)
         w.nvtx_path = [f(p) for p in w.nvtx_path]
