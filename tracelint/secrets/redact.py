@@ -268,11 +268,8 @@ def scrub_report(report, paths: bool = False, use_source: bool = True) -> None:
     f = Sink([source] if use_source and source else [], paths=paths)
     report.source = f(report.source)
     for fd in report.findings:
-        fd.message = f(fd.message)
-        fd.title = f(fd.title)
-        fd.fix = f(fd.fix)
-        fd.counter_example = f(fd.counter_example)
-        fd.saving_note = f(fd.saving_note)      # may quote the GPU's name (whatif/pinned.py)
+        for name in _finding_texts(fd):     # message, title, fix, notes: any text field added later
+            setattr(fd, name, f(getattr(fd, name)))
         w = fd.where
         w.file, w.function, w.kernel = f(w.file), f(w.function), f(w.kernel)
         w.nvtx_path = [f(p) for p in w.nvtx_path]
@@ -294,6 +291,19 @@ def scrub_report(report, paths: bool = False, use_source: bool = True) -> None:
     tl = getattr(report, "timeline", None)
     if tl is not None:
         scrub_timeline(tl, f)
+
+
+#: A finding's own text fields left as they are: its identity (rule id and slug, and the key
+#: its fingerprint hashes, so baselines still match) and its severity (an enum).
+_IDENTITY = frozenset({"rule", "slug", "key", "severity"})
+
+
+def _finding_texts(fd) -> list[str]:
+    """The names of a finding's str fields a reporter prints: every one but its identity, so a
+    text field added later (the saving note once was) is scrubbed without being listed here."""
+    import dataclasses
+    return [fl.name for fl in dataclasses.fields(fd)
+            if fl.name not in _IDENTITY and isinstance(getattr(fd, fl.name), str)]
 
 
 def scrub_timeline(tl, f) -> None:
