@@ -74,7 +74,7 @@ def test_every_integer_width_null_and_many_pages(tmp_path):
              widths[i % len(widths)], None if i % 7 == 0 else int(rng.integers(-10**12, 10**12)))
             for i in range(5000)]
     path, root, cols = _db(tmp_path, "CREATE TABLE t (a INTEGER, s TEXT, b INTEGER, c INTEGER)", rows)
-    got = sqlite_pages.read_columns(path, root, ["a", "b", "c"], cols, scratch=("c",))
+    got = sqlite_pages.read_columns(path, root, ["a", "b", "c"], cols)
     for k, col in enumerate(["a", "b", "c"]):
         values, nulls = got[col]
         want = [r[k] for r in _sql(path, ["a", "b", "c"])]
@@ -82,9 +82,9 @@ def test_every_integer_width_null_and_many_pages(tmp_path):
         assert values.tolist() == [-1 if w is None else w for w in want]
 
 
-def test_constant_columns_hold_no_rows_of_the_block(tmp_path):
-    """A column with one value throughout comes back as a stride-0 view; the others stay rows
-    of the block, which shrinks to them (a constant one no longer holds its row)."""
+def test_constant_columns_are_never_stored_at_full_length(tmp_path):
+    """A column (or NULL mask) with one value throughout comes back as a read-only stride-0
+    view; the others are arrays of their own, not rows of a shared block."""
     rows = [(7, i, -1, i * i, None) for i in range(3000)]
     path, root, cols = _db(tmp_path, "CREATE TABLE t (a INTEGER, b INTEGER, c INTEGER, "
                            "d INTEGER, e INTEGER)", rows)
@@ -92,9 +92,24 @@ def test_constant_columns_hold_no_rows_of_the_block(tmp_path):
     assert [got[c][0].tolist() for c in cols] == [[-1 if v is None else v for v in col]
                                                    for col in zip(*rows)]
     assert [got[c][0].strides == (0,) for c in cols] == [True, False, True, False, True]
-    block = got["b"][0].base
-    assert block is got["d"][0].base and block.shape == (2, 3000)
-    assert not got["a"][0].flags.writeable
+    assert [got[c][1].strides == (0,) for c in cols] == [True] * 5
+    assert got["e"][1].all() and not got["a"][1].any()
+    assert got["b"][0].base is None and got["d"][0].base is None
+    assert not got["a"][0].flags.writeable and got["b"][0].flags.writeable
+
+
+def test_a_column_that_varies_only_in_a_later_batch(tmp_path, monkeypatch):
+    """Read two leaf pages per batch: a column constant over the first batches and different
+    (or NULL) only near the end still reads back whole, its earlier rows included."""
+    monkeypatch.setattr(sqlite_pages, "BATCH_PAGES", 2)
+    n = 4000
+    rows = [(5 if i < n - 3 else i, None if i == n - 1 else 9, i) for i in range(n)]
+    path, root, cols = _db(tmp_path, "CREATE TABLE t (a INTEGER, b INTEGER, c INTEGER)", rows)
+    got = sqlite_pages.read_columns(path, root, cols, cols)
+    assert got["a"][0].tolist() == [r[0] for r in rows]
+    assert got["b"][0].tolist() == [9] * (n - 1) + [-1]
+    assert got["b"][1].tolist() == [False] * (n - 1) + [True]
+    assert got["c"][0].tolist() == list(range(n))
 
 
 def test_rowid_alias_and_deleted_rows(tmp_path):

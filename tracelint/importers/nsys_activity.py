@@ -43,13 +43,12 @@ def read_kernels(db: Db) -> pd.DataFrame:
         static_smem="staticSharedMemory", dynamic_smem="dynamicSharedMemory",
         local_mem_per_thread="localMemoryPerThread")
     raw = db.raw_scan(KERNEL, {**exprs, "dn": pick(cols, "demangledName"),
-                               "sn": pick(cols, "shortName"), "graph": pick(cols, "graphNodeId")},
-                      scratch=("gpid", "dn", "sn", "graph"))
+                               "sn": pick(cols, "shortName"), "graph": pick(cols, "graphNodeId")})
     if raw is not None:             # the SQL below, on the values read from the pages
         d, null = raw
         dn, sn, graph = d.pop("dn"), d.pop("sn"), d.pop("graph")
-        if "demangledName" in cols:
-            np.copyto(dn, sn, where=null["dn"])   # ifnull(demangledName, shortName), in place
+        if "demangledName" in cols and null["dn"].any():
+            dn = np.where(null["dn"], sn, dn)     # ifnull(demangledName, shortName)
         d["name"] = dn if "demangledName" in cols else sn
         d["graph"] = (~null["graph"] & (graph != 0)).astype(np.int64) if "graphNodeId" in cols \
             else np.zeros(len(graph), np.int64)

@@ -27,11 +27,12 @@ def read_api_calls(db: Db) -> pd.DataFrame:
     exprs = {"start": pick(cols, "start"), "end": pick(cols, "end"),
              "gtid": pick(cols, "globalTid"), "correlation": pick(cols, "correlationId")}
     raw = db.raw_scan(RUNTIME, {**exprs, "name_id": pick(cols, "nameId"),
-                                "cls": pick(cols, "eventClass", default="0")},
-                      scratch=("cls", "gtid", "name_id"))
+                                "cls": pick(cols, "eventClass", default="0")})
     if raw is not None:             # the SQL below, on the values read from the pages
         d, null = raw
         key, cls = d.pop("name_id"), d.pop("cls")
+        if not key.flags.writeable:  # one call name throughout: a stride-0 view
+            key = key.copy()
         key <<= 1                   # in place: the reader's own array
         key |= cls == 1
         key[null["name_id"]] = -1

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from ..jit import Loop
-from ..timeline.schema import shared_if_constant
 
-#: Pages parsed between two releases of the mapped file (the pages read stay in the OS page
-#: cache, not in this process's resident memory).
-BATCH_PAGES = 1 << 14
+#: Leaf pages decoded per batch, between two releases of the mapped file (the pages read stay
+#: in the OS page cache, not in this process's resident memory): about 200 k rows of an nsys
+#: kernel table, a batch block of about 30 MB.
+BATCH_PAGES = 1 << 12
 LEAF, INTERIOR = 0x0D, 0x05
 FAIL, UNSUPPORTED = -1, -2
 
@@ -116,19 +116,20 @@ def _leaf_pages(b, page_size, root, out):
     return n
 
 
-def _count_cells(b, page_size, pages):
-    """Rows on the leaf pages (their cell counts)."""
+def _count_cells(b, page_size, pages, counts):
+    """Rows on the leaf pages: each page's cell count into counts, their total returned."""
     total = 0
-    for page in pages:
-        total += _u16(b, (page - 1) * page_size + (100 if page == 1 else 0) + 3)
+    for i in range(len(pages)):
+        page = pages[i]
+        counts[i] = _u16(b, (page - 1) * page_size + (100 if page == 1 else 0) + 3)
+        total += counts[i]
     return total
 
 
-def _read_rows(b, page_size, usable, pages, slot, values, scratch, nulls, rowids, at, last):
+def _read_rows(b, page_size, usable, pages, slot, values, nulls, rowids, at, last):
     """Decode the leaf pages' records from row `at` on: column col into values[slot[col]]
-    (slot >= 0) or scratch[-slot[col] - 2] (slot <= -2; -1: not wanted), its NULL mask into
-    nulls[the column's order among the wanted]. The row count after them, or FAIL /
-    UNSUPPORTED. `last`: the rowid before."""
+    and its NULL mask into nulls[slot[col]] (slot -1: not wanted). The row count after them,
+    or FAIL / UNSUPPORTED. `last`: the rowid before."""
     max_local = usable - 35
     n = at
     for page in pages:
@@ -170,7 +171,7 @@ def _read_rows(b, page_size, usable, pages, slot, values, scratch, nulls, rowids
                 if k != -1:
                     if st == 0:
                         v = np.int64(-1)
-                        nulls[k if k >= 0 else len(values) - k - 2, n] = 1
+                        nulls[k, n] = 1
                     elif st == 8 or st == 9:
                         v = np.int64(st - 8)
                     elif st <= 6:
@@ -181,10 +182,7 @@ def _read_rows(b, page_size, usable, pages, slot, values, scratch, nulls, rowids
                             v = (v << 8) | np.int64(b[body + i])
                     else:
                         return UNSUPPORTED       # a float, text or blob where an integer is wanted
-                    if k >= 0:
-                        values[k, n] = v
-                    else:
-                        scratch[-k - 2, n] = v
+                    values[k, n] = v
                 body += width
                 col += 1
             if col < len(slot):
@@ -202,32 +200,27 @@ ROWS = Loop(_read_rows, 0, helpers=_HELPERS)
 
 
 def read_columns(path: Path, root: int, columns: list[str], table_columns: list[str],
-                 rowid_alias: str | None = None, scratch: tuple[str, ...] = ()
-                 ) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+                 rowid_alias: str | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
     """{column: (int64 values, NULL mask)} of a rowid table in rowid order (NULL: -1 and
     True), or None where this reader does not apply (numba missing, TRACELINT_JIT=0, or any
     case in the module docstring). table_columns: the table's columns in declaration order;
-    rowid_alias: its INTEGER PRIMARY KEY column (stored as the rowid), if any. The columns are
-    rows of one block, freed when the last is: those in `scratch` (read only to derive
-    others) are rows of a second block, so they do not keep the first alive."""
+    rowid_alias: its INTEGER PRIMARY KEY column (stored as the rowid), if any. A column (or
+    mask) that holds one value throughout comes back as a read-only stride-0 view; every other
+    is an array of its own."""
     if not all(f.use_compiled(1 << 62) for f in (LEAVES, CELLS, ROWS)) or \
             any(c not in table_columns for c in columns):
         return None
     wanted = [c for c in columns if c != rowid_alias]
-    kept = [c for c in wanted if c not in scratch]
-    temp = [c for c in wanted if c in scratch]
     slot = np.full(len(table_columns), -1, np.int64)
-    for k, c in enumerate(kept):
+    for k, c in enumerate(wanted):
         slot[table_columns.index(c)] = k
-    for k, c in enumerate(temp):
-        slot[table_columns.index(c)] = -k - 2
     slot = slot[:max([table_columns.index(c) for c in wanted], default=-1) + 1]
     with open(path, "rb") as fh:
         if os.fstat(fh.fileno()).st_size < 1024:
             return None
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     try:
-        got = _parse(mm, root, slot, len(kept), len(temp))
+        got = _parse(mm, root, slot, len(wanted), rowid_alias in columns)
     except Exception:
         if not ROWS.broken and not LEAVES.broken and not CELLS.broken:
             raise
@@ -239,35 +232,42 @@ def read_columns(path: Path, root: int, columns: list[str], table_columns: list[
             pass
     if got is None:
         return None
-    values, temps, nulls, rowids = got
-    values = _constant_rows_shared(values)
-    out = {c: (values[k], nulls[k]) for k, c in enumerate(kept)}
-    out.update({c: (temps[k], nulls[len(kept) + k]) for k, c in enumerate(temp)})
+    values, nulls, rowids = got
+    out = {c: (values[k], nulls[k]) for k, c in enumerate(wanted)}
     if rowid_alias in columns:
         out[rowid_alias] = (rowids, np.zeros(len(rowids), np.bool_))
     return out
 
 
-def _constant_rows_shared(values: np.ndarray) -> list[np.ndarray]:
-    """The block's rows, each that holds one value throughout as a read-only stride-0 view,
-    the others moved to the front of the block and the block shrunk to them in place (realloc).
+class _Column:
+    """A column filled batch by batch that stays one value until a batch holds another.
 
-    Why: the kept columns are rows of one block, so a column shared later (timeline.schema.
-    share_constant_columns) would still hold its row: at 10 M kernels, 9 of 15 rows, 720 MB.
-    """
-    views = list(values)
-    one = [o if o is not v else None for o, v in ((shared_if_constant(v), v) for v in views)]
-    del views                            # no view of the block may outlive the resize
-    constant = [o is not None for o in one]
-    if not any(constant):
-        return list(values)
-    moved = [i for i, c in enumerate(constant) if not c]
-    for j, i in enumerate(moved):        # j <= i: each row is copied down before it is reused
-        if i != j:
-            values[j] = values[i]
-    values.resize((len(moved), values.shape[1]), refcheck=False)
-    at = {i: j for j, i in enumerate(moved)}
-    return [values[at[i]] if i in at else one[i] for i in range(len(constant))]
+    Why: reading every column into one full-length block first kept the columns that turn
+    out constant (9 of 15 kernel columns at 10 M kernels: 720 MB) and every NULL mask (330 MB)
+    at full length until the end of the read, the load's peak; a varying column is stored at
+    full length from its first differing batch on, a constant one never."""
+
+    def __init__(self, n: int, dtype):
+        self.n, self.dtype, self.value, self.full = n, dtype, None, None
+
+    def put(self, at: int, part: np.ndarray) -> None:
+        if self.full is None:
+            if not len(part):
+                return
+            if self.value is None:
+                self.value = part[0]
+            if part[0] == self.value and (part == self.value).all():
+                return
+            self.full = np.empty(self.n, self.dtype)
+            self.full[:at] = self.value
+        self.full[at:at + len(part)] = part
+
+    def array(self) -> np.ndarray:
+        if self.full is not None:
+            return self.full
+        if self.n < 2 or self.value is None:
+            return np.full(self.n, 0 if self.value is None else self.value, self.dtype)
+        return np.broadcast_to(np.array(self.value, self.dtype), (self.n,))   # read-only
 
 
 def _release(mm: mmap.mmap) -> None:
@@ -277,8 +277,9 @@ def _release(mm: mmap.mmap) -> None:
         mm.madvise(mmap.MADV_DONTNEED)
 
 
-def _parse(mm: mmap.mmap, root: int, slot: np.ndarray, k: int, t: int):
-    """(values k x n, scratch t x n, nulls (k + t) x n, rowids) from the mapped file, or None."""
+def _parse(mm: mmap.mmap, root: int, slot: np.ndarray, w: int, keep_rowids: bool):
+    """([w values], [w NULL masks], rowids or None) from the mapped file, or None. The rows are
+    decoded BATCH_PAGES leaf pages at a time into a small block, then spread into _Columns."""
     b = np.frombuffer(mm, np.uint8)
     page_size = int(_u16(b, 16))
     page_size = 65536 if page_size == 1 else page_size
@@ -291,18 +292,25 @@ def _parse(mm: mmap.mmap, root: int, slot: np.ndarray, k: int, t: int):
     if n_leaves < 0:
         return None
     pages = pages[:n_leaves]
-    n = int(CELLS.run_compiled(b, page_size, pages))
+    counts = np.zeros(n_leaves, np.int64)
+    n = int(CELLS.run_compiled(b, page_size, pages, counts))
     _release(mm)                         # counting touched every leaf page
-    values, scratch = np.empty((k, n), np.int64), np.empty((t, n), np.int64)
-    nulls = np.zeros((k + t, n), np.bool_)
-    rowids = np.empty(n, np.int64)
+    values = [_Column(n, np.int64) for _ in range(w)]
+    nulls = [_Column(n, np.bool_) for _ in range(w)]
+    rowids = np.empty(n if keep_rowids else 0, np.int64)
     at, last = 0, np.iinfo(np.int64).min
     rows = ROWS.run_compiled
     for lo in range(0, n_leaves, BATCH_PAGES):
-        at = rows(b, page_size, usable, pages[lo:lo + BATCH_PAGES], slot, values, scratch, nulls,
-                  rowids, at, last)
-        if at < 0:
+        m = int(counts[lo:lo + BATCH_PAGES].sum())
+        block, null_block = np.empty((w, m), np.int64), np.zeros((w, m), np.bool_)
+        ids = rowids[at:at + m] if keep_rowids else np.empty(m, np.int64)
+        if rows(b, page_size, usable, pages[lo:lo + BATCH_PAGES], slot, block, null_block,
+                ids, 0, last) != m:
             return None
-        last = rowids[at - 1] if at else last
+        for k in range(w):
+            values[k].put(at, block[k])
+            nulls[k].put(at, null_block[k])
+        last = ids[m - 1] if m else last
+        at += m
         _release(mm)
-    return (values, scratch, nulls, rowids) if at == n else None
+    return [c.array() for c in values], [c.array() for c in nulls], rowids
