@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..heap import trim
 from ..timeline.model import Timeline
 from .critical_path import critical_path
@@ -22,6 +24,9 @@ class WhatIf:
         self.base: Replay | None = replay(self.graph)
         self._base_span = self.base.work_span_ns
         self._base_its = self.base.iterations()
+        pids = [int(p) for p in np.unique(self.graph.g_pid) if p >= 0]
+        #: work end of each process driving a GPU, when there are several (else empty)
+        self._base_own = self.base.work_ends_of(pids) if len(pids) > 1 else {}
 
     def release_base(self) -> None:
         """Drop the base replay's times once its critical path is taken: savings need only its
@@ -33,13 +38,27 @@ class WhatIf:
         trim()
         return out
 
-    def saving(self, edits: Sequence) -> tuple[int, dict[int, int]]:
-        """Wall time saved by the edits over the run and per iteration (ns, never negative
-        noise: a slower result is reported as it is)."""
+    def process_of(self, pid: int | None, device: int | None) -> int | None:
+        """The process whose own run a finding's saving is measured on, in a trace of several
+        processes driving GPUs: its pid, else the one process that uses its device; None in a
+        trace of one process, or when neither says."""
+        if pid in self._base_own:
+            return pid
+        if self._base_own and device is not None:
+            on = np.unique(self.graph.g_pid[self.graph.g_device == device])
+            if len(on) == 1 and int(on[0]) in self._base_own:
+                return int(on[0])
+        return None
+
+    def saving(self, edits: Sequence) -> tuple[int, dict[int, int], dict[int, int]]:
+        """Wall time saved by the edits over the run, per iteration, and per process (the
+        work end of each process alone, when the trace holds several; see Replay.work_ends_of)
+        (ns, never negative noise: a slower result is reported as it is)."""
         e = self.run(edits)
         e_it = e.iterations()
+        own = {p: self._base_own[p] - end for p, end in e.work_ends_of(self._base_own).items()}
         return (self._base_span - e.work_span_ns,
-                {k: v - e_it.get(k, v) for k, v in self._base_its.items()})
+                {k: v - e_it.get(k, v) for k, v in self._base_its.items()}, own)
 
     def critical_path_dict(self, r: Replay | None = None, top: int = 10) -> dict[str, Any]:
         r = r or self.base

@@ -304,10 +304,16 @@ def _detach(g: RunGraph, p: Plan, m: np.ndarray) -> None:
 
 
 def _restream(g: RunGraph, p: Plan, moved: np.ndarray) -> None:
-    """Put the moved ops on a stream of their own per device; relink both streams' order."""
-    # one stream per device and direction: each direction has one copy engine and one link
+    """Put the moved ops on a stream of their own per device; relink both streams' order.
+
+    From the plan's streams, not the graph's: an earlier edit's moved ops stay where it put
+    them (two fixes that each moved one GPU's uploads, replayed together, put the first GPU's
+    back in its compute stream's order)."""
+    # one stream per device and direction: each direction has one copy engine and one link,
+    # numbered below every stream of the trace
     kind = _label_rank(g.g_kind)
-    skey = np.where(moved, -kind - 1, g.g_stream)
+    below = min(int(g.g_stream.min()), 0) - 1 if g.n_gpu else -1
+    skey = p.g_stream = np.where(moved, below - kind, p.g_stream)   # a new array: the plan's own
     order = np.lexsort((g.g_start, skey, g.g_device))
     dev, st = g.g_device[order], skey[order]
     same = np.r_[False, (dev[1:] == dev[:-1]) & (st[1:] == st[:-1])]

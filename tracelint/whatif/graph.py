@@ -89,6 +89,9 @@ class RunGraph:
     r_name: pd.Categorical
     r_step: np.ndarray          # bool: an iteration range
     h_gap_owner: pd.Categorical  # innermost host range around the gap before each item
+    # processes: a trace may hold several (ranks or replicas under one nsys session)
+    thread_pid: np.ndarray      # pid of each thread number
+    g_pid: np.ndarray           # pid of each GPU op (stride 0 for one process)
     meta: dict = field(default_factory=dict)
 
     @property
@@ -126,6 +129,13 @@ class RunGraph:
         sums instead of visiting one by one (sweep._runs)."""
         return _read_only(np.argsort(self.h_thread, kind="stable").astype(
             index_dtype(self.n_host), copy=False))
+
+
+def _thread_pids(threads: pd.DataFrame) -> np.ndarray:
+    """pid of each thread number (threads: pid, tid, thread)."""
+    out = np.full(len(threads), -1, np.int64)
+    out[threads["thread"].to_numpy()] = threads["pid"].to_numpy(np.int64)
+    return out
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -436,4 +446,5 @@ def build(tl: Timeline) -> RunGraph:
         r_start=r["start"].to_numpy(np.int64), r_end=r["end"].to_numpy(np.int64),
         r_name=categorical(r["name"] if len(r) else pd.Categorical([])),
         r_step=(r["kind"] == "step").to_numpy(), h_gap_owner=owners,
+        thread_pid=_thread_pids(threads), g_pid=shared_if_constant(g["pid"].to_numpy(np.int64)),
         meta={"format": tl.meta.format, "anchored_ops": int(anchored.sum())})

@@ -49,6 +49,7 @@ class Plan:
     g_qgap: np.ndarray
     g_xpred: np.ndarray
     g_xgap: np.ndarray
+    g_stream: np.ndarray        # each op's stream as the plan has it (edits.py's _restream)
     notes: list = field(default_factory=list)
 
     @classmethod
@@ -58,7 +59,8 @@ class Plan:
                    h_extra={k: list(v) for k, v in g.h_extra.items()},
                    g_dur=_shared(g.g_dur), g_launch=_shared(g.g_launch),
                    g_lat=_shared(g.g_lat), g_spred=_shared(g.g_spred), g_qgap=_shared(g.g_qgap),
-                   g_xpred=_shared(g.g_xpred), g_xgap=_shared(g.g_xgap))
+                   g_xpred=_shared(g.g_xpred), g_xgap=_shared(g.g_xgap),
+                   g_stream=_shared(g.g_stream))
 
     def writable(self, *names: str) -> "Plan":
         """Own copies of the named arrays, made before an edit writes them (times as int64)."""
@@ -110,6 +112,24 @@ class Replay:
     @property
     def work_span_ns(self) -> int:
         return self.work_end - self.graph.span_start
+
+    def work_ends_of(self, pids) -> dict[int, int]:
+        """work_end of each of these processes alone: its GPU ops and its threads that drive
+        them. A trace of several processes (ranks, replicas) ends with the slowest; a fix on
+        another process shortens that process's own run, which this measures."""
+        g = self.graph
+        item_pid = g.thread_pid[g.h_thread] if len(g.h_thread) else np.zeros(0, np.int64)
+        low = np.iinfo(np.int64).min
+        out = {}
+        for pid in pids:
+            ends = [int(self.g_end.max(where=g.g_pid == pid, initial=low))] if len(self.g_end) \
+                else []
+            if len(self.h_end):
+                ends.append(int(self.h_end.max(where=g.h_driving & (item_pid == pid), initial=low)))
+            end = max(ends, default=low)
+            if end > low:
+                out[int(pid)] = end
+        return out
 
     def windows(self) -> dict[int, tuple[int, int]]:
         """Replayed (start, end) of every iteration (ProfilerStep ranges), by step number."""
