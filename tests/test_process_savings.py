@@ -63,3 +63,18 @@ def test_one_process_keeps_the_trace_saving():
     assert w.process_of(None, 0) is None
     report = lint(ONE_GPU)
     assert all("process" not in (f.saving_note or "") for f in report.findings)
+
+
+def test_a_fix_that_moves_several_processes_keeps_the_trace_saving(two_gpus):
+    """A finding named after one process whose fix changes both (a call site grouped over
+    processes) is measured on the trace, not on its representative's process."""
+    from tracelint.engine.finding import Finding, Severity, Where
+    from tracelint.engine.savings import _on_own_process
+    _, w = two_gpus
+    both = [_uploads(0), _uploads(1)]
+    trace, _, own = w.saving(both)
+    f = Finding(rule="TL004", slug="x", title="x", severity=Severity.WARNING, message="x",
+                impact_ns=0, span_ns=1, where=Where(pid=w.process_of(None, 0)), evidence={})
+    assert _on_own_process(w, f, trace, own) == (trace, "")
+    alone, _, own0 = w.saving(both[:1])
+    assert _on_own_process(w, f, alone, own0)[0] == own0[f.where.pid] > alone
