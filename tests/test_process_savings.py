@@ -3,6 +3,9 @@ finding's saving is measured on its own process's run, and fixes replayed togeth
 (a second copy edit used to put the first GPU's moved copies back in their old stream order)."""
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 from conftest import BUNDLED
 
@@ -78,3 +81,18 @@ def test_a_fix_that_moves_several_processes_keeps_the_trace_saving(two_gpus):
     assert _on_own_process(w, f, trace, own) == (trace, "")
     alone, _, own0 = w.saving(both[:1])
     assert _on_own_process(w, f, alone, own0)[0] == own0[f.where.pid] > alone
+
+
+def test_processes_that_run_collectives_keep_the_trace_saving(two_gpus):
+    """Ranks that run collectives wait for each other in the real run, which one trace's graph
+    does not model: no finding is measured on its own process there."""
+    tl, w = two_gpus
+    k = tl.kernels.copy()
+    names = k["name"].cat.add_categories(["ncclKernel_AllReduce_RING_LL_Sum_float"])
+    first = [int(np.flatnonzero(k["device"].to_numpy() == d)[0]) for d in (0, 1)]
+    names[first] = "ncclKernel_AllReduce_RING_LL_Sum_float"
+    k["name"] = names
+    coupled = WhatIf(dataclasses.replace(tl, kernels=k))
+    assert w.process_of(None, 0) is not None
+    assert coupled.process_of(None, 0) is None and coupled.process_of(None, 1) is None
+    assert coupled.saving([_uploads(0)])[2] == {}

@@ -25,8 +25,10 @@ class WhatIf:
         self._base_span = self.base.work_span_ns
         self._base_its = self.base.iterations()
         pids = [int(p) for p in np.unique(self.graph.g_pid) if p >= 0]
-        #: work end of each process driving a GPU, when there are several (else empty)
-        self._base_own = self.base.work_ends_of(pids) if len(pids) > 1 else {}
+        #: work end of each process driving a GPU, when there are several that run no
+        #: collective together (else empty)
+        self._base_own = self.base.work_ends_of(pids) if len(pids) > 1 and \
+            not self._coupled() else {}
 
     def release_base(self) -> None:
         """Drop the base replay's times once its critical path is taken: savings need only its
@@ -37,6 +39,14 @@ class WhatIf:
         out = replay(self.graph, EditSet(list(edits)).plan(self.graph))
         trim()
         return out
+
+    def _coupled(self) -> bool:
+        """Whether two or more processes run collectives (NCCL, RCCL): in the real run each
+        waits for the others at every one, which this graph of one trace does not model, so
+        a fix on one process alone cannot be measured on its own run."""
+        g = self.graph
+        comm = np.asarray(g.g_class == "communication", dtype=bool)
+        return bool(comm.any()) and len(np.unique(g.g_pid[comm])) > 1
 
     def process_of(self, pid: int | None, device: int | None) -> int | None:
         """The process whose own run a finding's saving is measured on, in a trace of several
