@@ -8,7 +8,6 @@ import numpy as np
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.engine.runtime_advice import JAX_COPY_FIX
-from tracelint.timeline.uploads import uploads
 from tracelint.whatif.edits import NonBlocking
 from tracelint.whatif.pinned import at_link_rate, pageable_caveat
 
@@ -107,7 +106,7 @@ class BlockingOrPageableH2D(Rule):
         """Blocking uploads in scope, not TL033's, with their grouping key (once per context:
         check, then fix_edits per finding)."""
         tl = ctx.tl
-        u = uploads(tl)
+        u = ctx.uploads
         if len(u) == 0:
             return u
         u = u[(u["blocked_ns"] > 0) & (u["factory"] < 0)]

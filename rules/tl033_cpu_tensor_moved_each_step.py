@@ -5,7 +5,6 @@ from dataclasses import dataclass
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline.uploads import uploads
 from tracelint.whatif.edits import NonBlocking, Ops, Scale
 
 
@@ -89,7 +88,7 @@ class CpuTensorMovedEachStep(Rule):
     def _candidates(self, ctx):
         """The candidate copies, computed once per context (check, then fix_edits per finding)."""
         tl = ctx.tl
-        u = uploads(tl)
+        u = ctx.uploads
         if len(u) == 0:
             return u
         u = u[(u["factory"] >= 0) & (u["mover"] >= 0) & u["in_step"].to_numpy()]
