@@ -1,12 +1,15 @@
 """Benchmark: load a 1,000,000-kernel Nsight Systems export with tracelint.load.
 
     python bench/bench_load_nsys.py [--kernels N] [--src FILE] [--repeat 3] [--rebuild]
+    python bench/bench_load_nsys.py --file EXPORT --vs OTHER_CHECKOUT [--repeat 3]
 
 Builds bench/out/nsys_<N>k.sqlite from a real export (bench/replicate_nsys.py; bench/out is
 git-ignored, the source is only read), then times tracelint.load in fresh subprocesses
 (median of --repeat; each child reports its load time and peak RSS), and, as a same-run
 reference, a plain ``SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL`` fetchall. Prints a markdown
-table row for docs/performance.md.
+table row for docs/performance.md. With --vs, the loads alternate with those of another
+checkout of tracelint (a worktree of an older commit) on the same file, and the ratios of
+their medians and peaks are printed: how a change moved the load, in one run.
 """
 from __future__ import annotations
 
@@ -63,10 +66,11 @@ def build(src: Path, kernels: int, rebuild: bool) -> Path:
     return out
 
 
-def time_load(path: Path) -> dict:
-    """One tracelint.load in a fresh interpreter (no warm caches of ours, own peak RSS)."""
-    res = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True,
-                         text=True, check=True)
+def time_load(path: Path, checkout: Path | None = None) -> dict:
+    """One tracelint.load in a fresh interpreter (no warm caches of ours, own peak RSS); from
+    `checkout` when given (the child's first import path is its working folder)."""
+    res = subprocess.run([sys.executable, "-c", CHILD, str(path.resolve())], capture_output=True,
+                         text=True, check=True, cwd=checkout)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -86,8 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--src", type=Path, default=DEFAULT_SRC)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--file", type=Path, help="an existing export to load (nothing is built)")
+    ap.add_argument("--vs", type=Path, help="another checkout of tracelint, loaded alternately")
     args = ap.parse_args(argv)
-    path = build(args.src, args.kernels, args.rebuild)
+    path = args.file or build(args.src, args.kernels, args.rebuild)
+    if args.vs:
+        return _versus(path, args.vs, args.repeat)
     runs = [time_load(path) for _ in range(args.repeat)]
     load_s = statistics.median(r["seconds"] for r in runs)
     cpu_s = statistics.median(r["cpu_seconds"] for r in runs)
@@ -106,6 +114,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {args.src.name} replicated | {first['kernels']:,} | {first['api_calls']:,} | "
           f"{load_s:.2f} s | {cpu_s:.2f} s | {rss_mib:.0f} MiB | {ref_s:.2f} s | "
           f"{load_s / ref_s:.2f}x |")
+    return 0
+
+
+def _versus(path: Path, other: Path, repeat: int) -> int:
+    """This checkout's load against another's on one file, runs alternating."""
+    pairs = [(time_load(path, HERE.parent), time_load(path, other)) for _ in range(repeat)]
+    print(f"{path.name}: {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f}; median of "
+          f"{repeat} alternating runs", file=sys.stderr)
+    print("| checkout | wall s (runs) | CPU s (median) | peak RSS MiB (runs) |")
+    print("|---|---|---|---|")
+    med = {}
+    for side, name in ((0, "this"), (1, str(other))):
+        runs = [p[side] for p in pairs]
+        med[side] = (statistics.median(r["seconds"] for r in runs),
+                     statistics.median(r["peak_rss_kib"] for r in runs) / 1024)
+        walls = ", ".join(f"{r['seconds']:.2f}" for r in runs)
+        peaks = ", ".join(f"{r['peak_rss_kib'] / 1024:.0f}" for r in runs)
+        cpu_s = statistics.median(r["cpu_seconds"] for r in runs)
+        print(f"| {name} | {walls} | {cpu_s:.2f} | {peaks} |")
+    print(f"this / other: wall {med[0][0] / med[1][0]:.2f}x, peak {med[0][1] / med[1][1]:.2f}x")
     return 0
 
 
