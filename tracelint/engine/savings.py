@@ -97,7 +97,7 @@ def _on_own_process(whatif: WhatIf, f: Finding, saved: int, own: dict[int, int])
     if pid is None or pid not in own or \
             abs(own[pid] - saved) <= max(RANGE_AT_LEAST * abs(saved), 1_000) or \
             any(abs(v) > 1_000 for p, v in own.items() if p != pid):
-        return saved, ""            # the fix moves other processes too: the trace's saving
+        return saved, ""     # one process, the same figure, or a fix that moves others too
     trace = (f"moves by {duration_text(saved)}" if saved > 0 else "does not move" if saved == 0
              else f"ends {duration_text(-saved)} later")
     return own[pid], OWN_PROCESS_NOTE.format(pid=pid, trace=trace)
