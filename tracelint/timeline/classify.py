@@ -3,7 +3,8 @@
 Kernel classes and API roles are documented, ordered pattern lists: the first match wins.
 They cover CUDA and ROCm/HIP names, NCCL and RCCL, and common serving-engine kernels.
 Classification runs over the distinct names of a categorical column only, so a million
-kernels with a thousand names cost a thousand regex matches.
+kernels with a thousand names cost a thousand regex matches (and range names that differ only
+in emit_nvtx's op ids share one answer: name_groups.py).
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+
+from .name_groups import per_category
 
 #: (class, pattern) in priority order. Patterns are case-insensitive regexes over the full
 #: (demangled) kernel name.
@@ -241,7 +244,7 @@ def name_mask(values: pd.Series | pd.Categorical, fn) -> np.ndarray:
     cat = values.array if isinstance(values, pd.Series) else values
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(cat)
-    hit = np.array([bool(fn(str(c))) for c in cat.categories.tolist()] + [False], dtype=bool)
+    hit = np.array([bool(x) for x in per_category(cat.categories, fn)] + [False], dtype=bool)
     return hit[cat.codes]
 
 
@@ -255,7 +258,7 @@ def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categoric
     cat = values.array if isinstance(values, pd.Series) else values
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(cat)
-    labels = np.array([fn(str(c)) for c in cat.categories.tolist()], dtype=object)
+    labels = np.array(per_category(cat.categories, fn), dtype=object)
     if len(labels) == 0:
         return pd.Categorical(np.array([], dtype=object))
     uniq, inv = np.unique(labels, return_inverse=True)      # per category, not per row
@@ -271,7 +274,8 @@ def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categoric
 def label_mask(values: pd.Series | pd.Categorical, pred, missing: bool = False) -> np.ndarray:
     """Rows of a categorical whose label satisfies pred, decided once per category (a missing
     label: `missing`). An object array of the rows' labels is 8 bytes a row and a Python
-    comparison per row; at 23 M API calls that is 184 MB and seconds."""
+    comparison per row; at 23 M API calls that is 184 MB and seconds. Every category is asked
+    on its own (exact names, user regexes); name_mask groups names by their op (name_groups)."""
     cat = values.array if isinstance(values, pd.Series) else values
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(cat)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import intervals
-from .classify import label_mask, labels_at
+from .classify import labels_at, name_mask
 
 #: Canonical collective names, from kernel names or `Collective name` args (first match wins).
 COLLECTIVES: tuple[tuple[str, str], ...] = (
@@ -84,7 +84,7 @@ def issuing_collective(tl, launch: np.ndarray, t: np.ndarray, canon) -> list[str
     r = tl.ranges
     if len(r) == 0 or not (launch >= 0).any():
         return out
-    sel = np.flatnonzero(label_mask(r["name"], _ISSUING_OP.match))
+    sel = np.flatnonzero(name_mask(r["name"], _ISSUING_OP.match))
     o_coll = [canon(str(n).split(",")[0].split("::")[-1]) for n in labels_at(r["name"], sel)]
     named = [i for i, c in enumerate(o_coll) if c]
     if not named:

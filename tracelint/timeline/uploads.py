@@ -125,7 +125,7 @@ def _ops_around(tl, pid, tid, t, gap_ns: int) -> tuple[np.ndarray, np.ndarray]:
     # framework ops: Kineto cpu_op, or NVTX ranges named by emit_nvtx ("aten::to, seq = 7")
     is_op = classify.in_labels(r["kind"], ("op",)) | (
         classify.in_labels(r["kind"], ("nvtx",))
-        & classify.label_mask(r["name"], lambda s: str(s).startswith("aten::")))
+        & classify.name_mask(r["name"], lambda s: s.startswith("aten::")))
     ops = np.flatnonzero(is_op)
     if len(ops) == 0:
         return mover, factory

@@ -1,0 +1,61 @@
+"""Classify many names at the cost of few: range names that differ only in the ids PyTorch
+appends to them share one answer.
+
+Why: torch.autograd.profiler.emit_nvtx and FSDP's record_function name each op's range
+"aten::to, op_id = 317151" (also `, seq = N`, `, stashed seq = N` and `, input_op_ids =
+[...]`), so every call is a name of its own. A 1 s nsys slice of an FSDP run holds 16,600 such
+names for about 300 ops; a minute of it, a million. Classification runs once per distinct
+name (classify.py), so it ran once per call: 17 s of a lint over 332,000 of them. No
+classifier of tracelint reads these ids (they read the op, its sizes and the rest of the
+text), so each name's answer is its group's: the same name with the ids blanked.
+"""
+from __future__ import annotations
+
+import re
+import weakref
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+_IDS = re.compile(r"(, (?:stashed seq|seq|op_id) = )\d+")
+_INPUT_IDS = re.compile(r"(, input_op_ids = )\[[^\]]*\]")
+#: Fewer names than this are each asked on their own: grouping would cost more than it saves.
+GROUP_AT_LEAST = 2_000
+#: Groups of the categories seen last, by id (checked against a weak reference): the rules
+#: classify one name column many times.
+_SEEN: dict[int, tuple] = {}
+_SEEN_AT_MOST = 8
+
+
+def per_category(categories: pd.Index, fn: Callable[[str], object]) -> list:
+    """[fn(str(category)) for each category], with fn asked once per group of categories equal
+    but for their emit_nvtx / FSDP ids. Only for classifiers of tracelint's own (an op, a
+    role, a kind): not for exact names or a user's regex, which may name one call by its id."""
+    names = [str(c) for c in categories.tolist()]
+    if len(names) < GROUP_AT_LEAST:
+        return [fn(c) for c in names]
+    group, first = _groups(categories, names)
+    answers = [fn(names[i]) for i in first.tolist()]
+    return [answers[g] for g in group.tolist()]
+
+
+def _groups(categories: pd.Index, names: list) -> tuple[np.ndarray, np.ndarray]:
+    """(group of each category, the first category of each group)."""
+    seen = _SEEN.get(id(categories))
+    if seen is not None and seen[0]() is categories:
+        return seen[1], seen[2]
+    keys = np.array([_blank_ids(str(n)) for n in names], dtype=object)
+    group, uniq = pd.factorize(keys)
+    first = np.empty(len(uniq), np.int64)
+    first[group[::-1]] = np.arange(len(group) - 1, -1, -1)     # the lowest index wins
+    if len(_SEEN) >= _SEEN_AT_MOST:
+        _SEEN.clear()
+    _SEEN[id(categories)] = (weakref.ref(categories), group, first)
+    return group, first
+
+
+def _blank_ids(name: str) -> str:
+    if "seq = " not in name and "op_id" not in name:
+        return name
+    return _INPUT_IDS.sub(r"\1[]", _IDS.sub(r"\1#", name))
