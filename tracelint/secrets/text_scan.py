@@ -36,12 +36,19 @@ _HOME_NEEDLES = ("/home/", "users", "/export/home", "/shared/home", "/data/home"
                  "/gpfs/home", "/global/", "/var/mail/", "/var/spool/mail/")
 
 
+#: Each needle list as one alternation: a search of it is `any(n in low for n in NEEDLES)` in
+#: one pass of C, not a Python step per needle (a trace of 332,000 distinct range names ran
+#: 18.6 M of those steps per scan).
+_SECRET_NEEDLE = re.compile("|".join(map(re.escape, SECRET_NEEDLES)))
+_PERSONAL_NEEDLE = re.compile("|".join(map(re.escape, PERSONAL_NEEDLES)))
+
+
 def suspect(text: str, personal: bool = True) -> bool:
     """Could `text` hold a match at all? (exact: False means find_matches finds nothing)."""
     low = text.lower()
-    if any(n in low for n in SECRET_NEEDLES):
+    if _SECRET_NEEDLE.search(low):
         return True
-    return personal and any(n in low for n in PERSONAL_NEEDLES)
+    return personal and _PERSONAL_NEEDLE.search(low) is not None
 
 
 _HAS_DIGIT = re.compile(r"\d")
@@ -105,8 +112,8 @@ def find_matches(text: str, key: str | None = None, path_hint: str = "",
     if not text:
         return out
     low = text.lower()
-    any_secret = any(n in low for n in SECRET_NEEDLES)
-    any_personal = personal and any(n in low for n in PERSONAL_NEEDLES)
+    any_secret = _SECRET_NEEDLE.search(low) is not None
+    any_personal = personal and _PERSONAL_NEEDLE.search(low) is not None
     if not (any_secret or any_personal):
         return _resolve(out)
     long_text = _LongText(text, low) if len(text) >= LONG_TEXT else None
