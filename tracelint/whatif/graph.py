@@ -169,7 +169,8 @@ def categorical(values, extra: tuple[str, ...] = ()) -> pd.Categorical:
     categories: the graph keeps each name as a code into its table's names (a string object
     per row was 8 bytes a row and made every comparison and grouping hash strings)."""
     cat = values.array if isinstance(values, pd.Series) else values
-    if not isinstance(cat, pd.Categorical) or not all(isinstance(c, str) for c in cat.categories):
+    if not isinstance(cat, pd.Categorical) or \
+            cat.categories.inferred_type not in ("string", "empty"):   # computed once per Index
         cat = pd.Categorical(pd.Series(np.asarray(cat, dtype=object), dtype=object).astype(str))
     new = [x for x in extra if x not in cat.categories]
     return cat.add_categories(new) if new else cat
