@@ -261,8 +261,8 @@ def classify_categorical(values: pd.Series | pd.Categorical, fn) -> pd.Categoric
     labels = np.array(per_category(cat.categories, fn), dtype=object)
     if len(labels) == 0:
         return pd.Categorical(np.array([], dtype=object))
-    uniq, inv = np.unique(labels, return_inverse=True)      # per category, not per row
-    inv = inv.reshape(-1)
+    inv, uniq = pd.factorize(labels, sort=True)    # per category, not per row; hashed, not
+    uniq = np.asarray(uniq, dtype=object)           # sorted by Python comparisons (332,000)
     codes = np.asarray(cat.codes)
     rows = np.where(codes >= 0, codes, 0)
     used = np.zeros(len(uniq), bool)

@@ -18,8 +18,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-_IDS = re.compile(r"(, (?:stashed seq|seq|op_id) = )\d+")
-_INPUT_IDS = re.compile(r"(, input_op_ids = )\[[^\]]*\]")
+_IDS = re.compile(r"(, (?:stashed seq|seq|op_id) = )\d+|(, input_op_ids = )\[[^\]]*\]")
+_LAST_ID = ", op_id = "
 #: Fewer names than this are each asked on their own: grouping would cost more than it saves.
 GROUP_AT_LEAST = 2_000
 #: Groups of the categories seen last, by id (checked against a weak reference): the rules
@@ -56,6 +56,11 @@ def _groups(categories: pd.Index, names: list) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _blank_ids(name: str) -> str:
+    """The name with its ids blanked: string methods for FSDP's "op, op_id = N" (a regular
+    expression took 6 µs a name, 2 s for 332,000), the expression for the rest."""
+    head, sep, tail = name.rpartition(_LAST_ID)
+    if sep and tail.isdigit() and "seq = " not in head and "op_id" not in head:
+        return head + ", op_id = #"
     if "seq = " not in name and "op_id" not in name:
         return name
-    return _INPUT_IDS.sub(r"\1[]", _IDS.sub(r"\1#", name))
+    return _IDS.sub(r"\1\2#", name)
