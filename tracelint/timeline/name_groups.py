@@ -5,7 +5,8 @@ Why: torch.autograd.profiler.emit_nvtx and FSDP's record_function name each op's
 "aten::to, op_id = 317151" (also `, seq = N`, `, stashed seq = N` and `, input_op_ids =
 [...]`), so every call is a name of its own. A 1 s nsys slice of an FSDP run holds 16,600 such
 names for about 300 ops; a minute of it, a million. Classification runs once per distinct
-name (classify.py), so it ran once per call: 17 s of a lint over 332,000 of them. No
+name (classify.py), so it ran once per call: nine classifications of 332,000 such names took
+4.0 s, 1.6 s grouped (keys included). No
 classifier of tracelint reads these ids (they read the op, its sizes and the rest of the
 text), so each name's answer is its group's: the same name with the ids blanked.
 """
@@ -46,9 +47,8 @@ def _groups(categories: pd.Index, names: list) -> tuple[np.ndarray, np.ndarray]:
     if seen is not None and seen[0]() is categories:
         return seen[1], seen[2]
     keys = np.array([_blank_ids(str(n)) for n in names], dtype=object)
-    group, uniq = pd.factorize(keys)
-    first = np.empty(len(uniq), np.int64)
-    first[group[::-1]] = np.arange(len(group) - 1, -1, -1)     # the lowest index wins
+    group = pd.factorize(keys)[0]               # codes in order of first appearance
+    first = np.unique(group, return_index=True)[1]
     if len(_SEEN) >= _SEEN_AT_MOST:
         _SEEN.clear()
     _SEEN[id(categories)] = (weakref.ref(categories), group, first)
