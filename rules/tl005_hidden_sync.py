@@ -106,20 +106,21 @@ class HiddenSync(Rule):
         _attach_idle(ctx, cand, names, thread)
         span = max(tl.span_ns, 1)
         for rows in _call_sites(cand, opt.min_count):
-            idle = int(cand["idle"][rows].sum())
-            if (not opt.include_step_end and cand["step_end"][rows].all()
-                    and (cand["step"][rows] >= 0).all()
+            g = RowSubset(cand, rows)        # a column at a time; views where rows are one run
+            idle = int(g.take("idle").sum())
+            if (not opt.include_step_end and g.take("step_end").all()
+                    and (g.take("step") >= 0).all()
                     and idle < opt.step_end_max_idle_share * span):
                 continue
             if idle < opt.min_idle_share * span:
                 continue
-            yield self._finding(ctx, RowSubset(cand, rows), names, idle, span)
+            yield self._finding(ctx, g, names, idle, span)
 
-    # ---------------------------------------------------------------------------------------
     def _finding(self, ctx, g: RowSubset, names: dict, idle: int, span: int):
         """g: one call site's calls (candidate columns, names as codes into names)."""
         opt = self.options
-        rep = int(g["idle"].argmax())
+        fig = _site_figures(g, opt.top)
+        rep = fig["rep"]
         row = int(g.at("row", rep))
         where = ctx.where_for_api(row)
         device = int(g.at("device", rep))
@@ -127,9 +128,7 @@ class HiddenSync(Rule):
         where.start_ns, where.end_ns = int(g.at("win_start", rep)), int(g.at("win_end", rep))
         api_name, op = str(names["api"][g.at("api", rep)]), str(names["op"][g.at("op", rep)])
         kind = str(KINDS[g.at("kind", rep)])
-        host_ns = g["end"] - g["start"]
-        blocked = int(host_ns.sum())
-        n, iters = len(host_ns), len(np.unique(g["step"][g["step"] >= 0]))
+        blocked, n, iters = fig["blocked"], len(g), fig["iterations"]
         label = {"read": "device-to-host read", "sync": "synchronisation",
                  "copy": "synchronous device-to-host copy", "alloc": "allocator call"}[kind]
         via = f" in `{op}`" if op else ""
@@ -144,24 +143,24 @@ class HiddenSync(Rule):
             calls=Measure(n, "count"), iterations=Measure(iters, "count"),
             host_blocked_ns=Measure(blocked, "ns"), gpu_idle_after_ns=Measure(idle, "ns"),
             idle_share=Measure(round(idle / span, 4), "ratio"),
-            median_idle_ns=Measure(float(np.median(g["idle"])), "ns"),
-            median_call_ns=Measure(float(np.median(host_ns)), "ns"))
-        w_name, n_name = mode_label(names["act"], g["waited"]), mode_label(names["act"], g["next"])
+            median_idle_ns=Measure(fig["median_idle"], "ns"),
+            median_call_ns=Measure(fig["median_call"], "ns"))
+        w_name, n_name = (mode_label(names["act"], g.take("waited")),
+                          mode_label(names["act"], g.take("next")))
         if w_name is not None or n_name is not None:
             kernel = Evidence.measured(
                 f"Most often the call waited for `{w_name or 'nothing'}` to finish, and the GPU "
                 f"resumed with `{n_name or 'nothing'}`; the largest idle after one call is "
-                f"{duration_text(g['idle'].max())}.",
-                largest_idle_ns=Measure(int(g["idle"].max()), "ns"),
-                calls_with_idle=Measure(int((g["idle"] > 0).sum()), "count"))
+                f"{duration_text(fig['largest_idle'])}.",
+                largest_idle_ns=Measure(int(fig["largest_idle"]), "ns"),
+                calls_with_idle=Measure(fig["with_idle"], "count"))
             where.kernel = w_name
         else:
             kernel = Evidence.not_captured(
                 "No GPU activity could be tied to these calls' device.", ctx.capture_hint("cuda"))
         micro = ctx.microarch(device if device >= 0 else None, where.start_ns, where.end_ns,
                               expect={r"SM.?Active|SMs Active|sm__throughput": "low"})
-        order = np.argsort(-g["idle"], kind="stable")[: opt.top]
-        windows = [(int(g.at("win_start", i)), int(g.at("win_end", i))) for i in order]
+        windows = [(int(g.at("win_start", i)), int(g.at("win_end", i))) for i in fig["top"]]
         file = names["file"][g.at("file", rep)]
         key = "|".join([kind, api_name, op, str(file or ""), str(g.at("line", rep)),
                         str(names["path"][g.at("path", rep)])])
@@ -175,6 +174,21 @@ class HiddenSync(Rule):
                      "calls": Measure(n, "count")},
             key=key, **({} if ctx.is_pytorch else {"fix": jax_hidden_sync_fix(kind) if ctx.framework == "jax"
                                                     else hidden_sync_fix(kind, api_name)}))
+
+
+def _site_figures(g: RowSubset, top: int) -> dict:
+    """What a finding reports of its call site's calls, taken a column at a time: each copy is
+    freed before the next is taken (a site of 10 M calls: 80 MB per column)."""
+    idle = g.take("idle")
+    fig = {"rep": int(idle.argmax()), "largest_idle": idle.max(), "with_idle": int((idle > 0).sum()),
+           "median_idle": float(np.median(idle)), "top": np.argsort(-idle, kind="stable")[:top]}
+    del idle
+    host_ns = g.take("end") - g.take("start")
+    fig["blocked"], fig["median_call"] = int(host_ns.sum()), float(np.median(host_ns))
+    del host_ns
+    step = g.take("step")
+    fig["iterations"] = len(np.unique(step[step >= 0]))
+    return fig
 
 
 # -------------------------------------------------------------------------------------------
