@@ -384,3 +384,25 @@ def test_2020_layout_devices_and_missing_tables(tmp_path):
     assert a["pid"].tolist() == [7, 7] and a["tid"].tolist() == [8, 8]
     assert len(tl.syncs) == len(tl.ranges) == len(tl.kernels) == 0
     assert tl.meta.captured == {"cuda"}
+
+
+def test_range_names_not_utf8_are_read_with_replacement_characters(tmp_path):
+    """Inline NVTX text and StringIds values are decoded by SQLite (Db.text_query); one that
+    is not UTF-8 sends the query through as_text, which replaces the bad bytes."""
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "nsys" / \
+        "nsys2022.4_local-cpu-nvtx-osrt_nogpu.sqlite"
+    dst = tmp_path / "bad_utf8.sqlite"
+    shutil.copyfile(src, dst)
+    con = sqlite3.connect(dst)
+    rowid, text_id = con.execute('SELECT rowid, textId FROM NVTX_EVENTS WHERE eventType = 59 '
+                                 'AND "end" IS NOT NULL AND textId IS NOT NULL LIMIT 1').fetchone()
+    other = con.execute('SELECT textId FROM NVTX_EVENTS WHERE eventType = 59 AND "end" IS NOT '
+                        'NULL AND textId NOT IN (?) LIMIT 1', (text_id,)).fetchone()[0]
+    con.execute("UPDATE NVTX_EVENTS SET text = CAST(x'61ff62' AS TEXT) WHERE rowid = ?", (rowid,))
+    con.execute("UPDATE StringIds SET value = CAST(x'63ff64' AS TEXT) WHERE id = ?", (other,))
+    con.commit()
+    con.close()
+    names = set(tracelint.load(dst).ranges["name"].astype(str))
+    before = set(tracelint.load(src).ranges["name"].astype(str))
+    assert {"a\ufffdb", "c\ufffdd"} <= names
+    assert len(names - before) == 2 and len(before - names) <= 2

@@ -11,6 +11,7 @@ import pytest
 from conftest import BUNDLED
 
 import tracelint
+from tracelint.importers import nsys_host
 from tracelint.timeline import classify, compile_names, name_groups
 
 CLASSIFIERS = [classify.kernel_class, classify.api_role, classify.blocks_host, classify.sync_kind,
@@ -19,7 +20,7 @@ CLASSIFIERS = [classify.kernel_class, classify.api_role, classify.blocks_host, c
                classify.dataloader_iter, classify.device_move_op, classify.factory_op,
                classify.emit_nvtx_op, classify.has_emit_nvtx_ids, classify.framework_op_name,
                classify.nvtx_op_sizes, compile_names.torch_compile_role,
-               compile_names.is_dynamo_wrapper, compile_names.compile_id]
+               compile_names.is_dynamo_wrapper, compile_names.compile_id, nsys_host._step_number]
 
 
 def _emit_nvtx_names(n: int) -> list[str]:
@@ -40,7 +41,9 @@ def range_names() -> pd.Index:
 
 @pytest.mark.parametrize("fn", CLASSIFIERS, ids=lambda f: f.__name__)
 def test_grouped_answers_equal_name_by_name(fn, range_names):
-    for cats in (range_names, pd.Index(_emit_nvtx_names(3000))):
+    steps = ["ProfilerStep#7", "iteration 12", " step_3 ", "ProfilerStep#7, op_id = 9"]
+    for cats in (range_names, pd.Index(_emit_nvtx_names(3000)),
+                 pd.Index(_emit_nvtx_names(3000) + steps)):
         assert name_groups.per_category(cats, fn) == [fn(str(c)) for c in cats.tolist()]
 
 

@@ -77,6 +77,21 @@ class Db:
             raise TraceFormatError(f"{self.path}: the database schema holds names that are "
                                    "not UTF-8 (not an nsys export, or a damaged one)") from None
 
+    def text_query(self, sql: str, params=()) -> list[tuple]:
+        """query, with text decoded by SQLite's own UTF-8 reader instead of a Python call per
+        value (0.24 s instead of 0.5 s of CPU for the 335,000 inline range names of a minute
+        of emit_nvtx); read again through as_text when a value is not UTF-8."""
+        con = self.con()
+        con.text_factory = str
+        try:
+            return self.query(sql, params)
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+        finally:
+            con.text_factory = as_text
+        return self.query(sql, params)
+
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
             info = self.query(f'PRAGMA table_info("{table}")') if table in self.tables else []
@@ -172,7 +187,7 @@ class Db:
         if "StringIds" in self.tables:
             for i in range(0, len(ids), 500):
                 part = ids[i:i + 500]
-                rows = self.query(f"SELECT id, value FROM StringIds WHERE id IN "
+                rows = self.text_query(f"SELECT id, value FROM StringIds WHERE id IN "
                                   f"({','.join('?' * len(part))})", part)
                 out.update((i, v if isinstance(v, str) else as_text(v)) for i, v in rows)
         return out

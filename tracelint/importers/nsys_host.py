@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..timeline import classify
 from ..timeline.model import Meta
+from ..timeline.name_groups import per_category
 from ..timeline.nesting import nest
 from ..timeline.schema import make_table
 from .nsys_activity import activity_exprs
@@ -65,7 +66,8 @@ def read_ranges(db: Db, meta: Meta) -> pd.DataFrame:
     rowid, etype = d.pop("rowid"), d.pop("type")
     d["pid"], d["tid"] = pid_tid(d.pop("gtid"))
     d["name"] = name = pd.Categorical(_nvtx_labels(db, where, rowid, d.pop("text_id")))
-    step_of = np.array([_step_number(str(c)) for c in name.categories.tolist()] + [-1], dtype=np.int64)
+    # per group of names equal but for emit_nvtx's op ids, which a step name never carries
+    step_of = np.array(per_category(name.categories, _step_number) + [-1], dtype=np.int64)
     d["step"] = step = step_of[name.codes]
     d["kind"] = pd.Categorical(np.where(step >= 0, "step", "nvtx"), categories=["nvtx", "step"])
     # Start/end ranges may cross push/pop ranges (and threads): they nest only among themselves.
@@ -83,7 +85,7 @@ def _nvtx_labels(db: Db, where: str, rowid: np.ndarray, text_id: np.ndarray) -> 
     inverse, uniq = pd.factorize(text_id)
     labels = np.array([strings.get(int(i), "(unnamed)") for i in uniq], dtype=object)[inverse]
     if "text" in db.columns(NVTX) and len(rowid):
-        rows = db.query(f'SELECT rowid, text FROM "{NVTX}" WHERE {where} AND text IS NOT NULL')
+        rows = db.text_query(f'SELECT rowid, text FROM "{NVTX}" WHERE {where} AND text IS NOT NULL')
         if rows:
             at = np.searchsorted(rowid, np.fromiter((r[0] for r in rows), np.int64, len(rows)))
             labels[at] = [str(r[1]) for r in rows]
@@ -101,7 +103,7 @@ def read_syncs(db: Db, api: pd.DataFrame, meta: Meta) -> pd.DataFrame:
     d["pid"] = pid_tid(d.pop("gpid"))[0]
     row = _link(api, d["pid"], d["correlation"])
     hit = row >= 0
-    cats = list(api["name"].cat.categories)
+    cats = api["name"].cat.categories.tolist()
     codes = api["name"].cat.codes.to_numpy().astype(np.int64)    # int8 would overflow below
     name_code = np.where(hit, codes[row] if len(api) else -1, -1)
     d["tid"] = np.where(hit, api["tid"].to_numpy()[row] if len(api) else -1, -1)

@@ -314,7 +314,7 @@ def scrub_timeline(tl, f) -> None:
         for c in df.columns:
             s = df[c]
             if isinstance(s.dtype, pd.CategoricalDtype):
-                cats = list(s.cat.categories)
+                cats = s.cat.categories.tolist()       # list() boxes one value at a time
                 new = [f(x) if isinstance(x, str) else x for x in cats]
                 if new == cats:
                     continue

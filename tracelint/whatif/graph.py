@@ -173,7 +173,13 @@ def categorical(values, extra: tuple[str, ...] = ()) -> pd.Categorical:
             cat.categories.inferred_type not in ("string", "empty"):   # computed once per Index
         cat = pd.Categorical(pd.Series(np.asarray(cat, dtype=object), dtype=object).astype(str))
     new = [x for x in extra if x not in cat.categories]
-    return cat.add_categories(new) if new else cat
+    if not new:
+        return cat
+    # what add_categories gives, without its check of every category again (0.54 s for the
+    # 332,000 range names of a minute of emit_nvtx; the appended index's own check 0.1 s)
+    cats = cat.categories.append(pd.Index(new, dtype=cat.categories.dtype))
+    return pd.Categorical.from_codes(np.asarray(cat.codes),
+                                     dtype=pd.CategoricalDtype(cats, ordered=cat.ordered))
 
 
 def _host_items(tl: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
