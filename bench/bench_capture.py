@@ -42,7 +42,7 @@ def main() -> None:
         for name in (order if i % 2 == 0 else order[::-1]):
             times[name].append(timed(sides[name]))
     base = statistics.median(times["plain python"])
-    print(f"| side | median wall s | ratio to plain | runs |\n|---|---|---|---|")
+    print("| side | median wall s | ratio to plain | runs |\n|---|---|---|---|")
     for name, ts in times.items():
         med = statistics.median(ts)
         print(f"| {name} | {med:.2f} | {med / base:.2f}x | {len(ts)} |")

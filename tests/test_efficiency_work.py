@@ -1,8 +1,6 @@
 """Work models against hand-computed FLOPs and bytes; op -> kernel attribution on a real trace."""
 from __future__ import annotations
 
-import numpy as np
-import pytest
 
 from conftest import SHARED, needs_shared
 from tracelint.efficiency.work import causal_pairs, op_work

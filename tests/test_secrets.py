@@ -314,7 +314,7 @@ def test_nul_separated_env_block_and_personal_data():
     assert ("huggingface-token", "HF_TOKEN") in kinds
     assert ("user-name", "USER") in kinds and ("host-name", "HOSTNAME") in kinds
     assert any(m.kind == "home-path" for m in ms)
-    assert scrub_text(block) == f"LANG=C\0HF_TOKEN=<redacted>\0USER=carol\0HOME=/home/carol\0HOSTNAME=node-7\0X=1"
+    assert scrub_text(block) == "LANG=C\0HF_TOKEN=<redacted>\0USER=carol\0HOME=/home/carol\0HOSTNAME=node-7\0X=1"
     assert scrub_text(block, paths=True) == ("LANG=C\0HF_TOKEN=<redacted>\0USER=<user>\0"
                                               "HOME=/home/<user>\0HOSTNAME=<host>\0X=1")
     assert scrub_text("C:\\Users\\Dave\\x.py", paths=True) == "C:\\Users\\<user>\\x.py"

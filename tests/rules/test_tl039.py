@@ -5,7 +5,6 @@ import gzip
 import json
 import sqlite3
 import sys
-from pathlib import Path
 
 import pytest
 
