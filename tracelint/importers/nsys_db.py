@@ -188,7 +188,7 @@ class Db:
             for i in range(0, len(ids), 500):
                 part = ids[i:i + 500]
                 rows = self.text_query(f"SELECT id, value FROM StringIds WHERE id IN "
-                                  f"({','.join('?' * len(part))})", part)
+                                       f"({','.join('?' * len(part))})", part)
                 out.update((i, v if isinstance(v, str) else as_text(v)) for i, v in rows)
         return out
 

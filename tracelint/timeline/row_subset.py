@@ -4,7 +4,7 @@ reads it.
 Why: a rule that reports one group of rows (a call site of millions of calls) reads a few of
 the group's columns in full, once each, and single values of the others. Copying every column
 for the group's rows first cost TL005 395 MB at 3 M kernels; keeping each column once read
-still held six copies at once (137 MB at 3 M kernels, 460 MB at 10 M). Taken one at a time, a
+still held six copies at once (137 MiB at 3 M kernels, 458 MiB at 10 M). Taken one at a time, a
 figure's columns are freed before the next figure's are taken; rows that are one ascending run
 are read as views, no copies.
 """
