@@ -123,6 +123,15 @@ def _scrub_with(text: str, ms: list[P.Match], paths: bool, names: P.NameSet | No
     return new
 
 
+def _may_change(texts: list[str], paths: bool, names: P.NameSet | None) -> set[int]:
+    """The indexes of the texts _scrub_with could change: those with a match (the needle gate)
+    and, with paths, those holding a user or host name."""
+    out = set(P.suspects(texts, paths))
+    if paths and names:
+        out.update(P.matching(names.regex, texts))
+    return out
+
+
 # ----------------------------------------------------------------------------------------
 # SQLite
 # ----------------------------------------------------------------------------------------
@@ -138,7 +147,7 @@ def _redact_sqlite(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -
         try:
             out.execute("PRAGMA secure_delete = ON")
             try:
-                for cell in iter_sqlite_text(out):
+                for cell in iter_sqlite_text(out, lambda texts: _may_change(texts, paths, names)):
                     ms = P.find_matches_cached(cell.text, cell.key, "", paths)
                     new = _scrub_with(cell.text, ms, paths, names)
                     if new == cell.text:
@@ -307,7 +316,8 @@ def _finding_texts(fd) -> list[str]:
 
 
 def scrub_timeline(tl, f) -> None:
-    """Scrub every string column of a Timeline's tables (and cached frames) and its meta."""
+    """Scrub every string column of a Timeline's tables (and cached frames) and its meta,
+    through the Sink `f` (its batch call for a column's names)."""
     import pandas as pd
     frames = [v for v in vars(tl).values() if isinstance(v, pd.DataFrame)]
     for df in frames:
@@ -315,7 +325,7 @@ def scrub_timeline(tl, f) -> None:
             s = df[c]
             if isinstance(s.dtype, pd.CategoricalDtype):
                 cats = s.cat.categories.tolist()       # list() boxes one value at a time
-                new = [f(x) if isinstance(x, str) else x for x in cats]
+                new = f.texts(cats)
                 if new == cats:
                     continue
                 if len(set(new)) == len(new):
@@ -325,7 +335,8 @@ def scrub_timeline(tl, f) -> None:
                     df[c] = pd.Categorical(s.astype(object).map(mapping))
             elif s.dtype == object and len(s):
                 uniq = pd.unique(s)
-                mapping = {u: f(u) for u in uniq if isinstance(u, str)}
+                keys = [u for u in uniq if isinstance(u, str)]
+                mapping = dict(zip(keys, f.texts(keys)))
                 if any(k != v for k, v in mapping.items()):
                     df[c] = s.map(lambda x: mapping.get(x, x) if isinstance(x, str) else x)
     m = tl.meta

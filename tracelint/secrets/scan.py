@@ -100,7 +100,7 @@ def scan_sqlite(path: str | Path, personal: bool = True) -> Collector:
     except sqlite3.Error as exc:
         raise TraceFormatError(f"{path}: cannot open as SQLite: {exc}") from None
     try:
-        for cell in iter_sqlite_text(con):
+        for cell in iter_sqlite_text(con, lambda texts: P.suspects(texts, personal)):
             ms = P.find_matches_cached(cell.text, cell.key, "", personal)
             for m in ms:
                 col.add(cell.text, m, cell.container, lambda: cell.location)

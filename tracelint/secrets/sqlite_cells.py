@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..io import readonly_sqlite_uri
 from .locations import safe_label
@@ -61,8 +61,18 @@ def _may_hold_text(decl: str | None) -> bool:
     return not any(t in d for t in ("REAL", "FLOA", "DOUB"))
 
 
-def iter_sqlite_text(con: sqlite3.Connection) -> Iterator[TextCell]:
-    """Every TEXT value of every table's text-capable columns, with its row."""
+#: Rows read from SQLite at a time by iter_sqlite_text.
+BATCH_ROWS = 4096
+
+
+def iter_sqlite_text(con: sqlite3.Connection,
+                     keep: Callable[[list[str]], Iterable[int]] | None = None
+                     ) -> Iterator[TextCell]:
+    """Every TEXT value of every table's text-capable columns, with its row, in table and row
+    order. keep: a filter of many texts at once (the indexes of those to yield, in any order)
+    for every cell but a key/value row's value, which is always yielded: the scans pass the
+    needle gate (text_scan.suspects), so the 340,000 range names of an emit_nvtx export are not
+    each made a TextCell to be searched one call at a time."""
     for table in sqlite_tables(con):
         info = con.execute(f"PRAGMA table_info({quote_name(table)})").fetchall()
         cols = [r[1] for r in info if _may_hold_text(r[2])]
@@ -84,18 +94,31 @@ def iter_sqlite_text(con: sqlite3.Connection) -> Iterator[TextCell]:
         where = " OR ".join(f"typeof({quote_name(c)}) = 'text'" for c in cols)
         head = "rowid, " if has_rowid else ""
         cur = con.execute(f"SELECT {head}{sel} FROM {quote_name(table)} WHERE {where}")
-        for n, row in enumerate(cur):
-            rowid = row[0] if has_rowid else None
-            vals = row[1:] if has_rowid else row
-            label = (f"{int_pk}={rowid}" if int_pk else f"rowid={rowid}") if has_rowid else f"row {n}"
-            key = None
-            if kv_name is not None:
-                kb = vals[cols.index(kv_name)]
-                key = _decode(kb) if kb is not None else None
-            for c, v in zip(cols, vals):
-                if v is None:
-                    continue
-                yield TextCell(table, c, rowid, label, key if c == kv_value else None, _decode(v))
+        skip = 1 if has_rowid else 0
+        kv_at = cols.index(kv_value) if kv_value else -1
+        n = 0
+        while rows := cur.fetchmany(BATCH_ROWS):
+            # (row in the batch, column) of the values to yield, then yielded in row order
+            at: list[tuple[int, int]] = []
+            for c in range(len(cols)):
+                k = skip + c
+                have = [r for r, row in enumerate(rows) if row[k] is not None]
+                if keep is not None and c != kv_at:
+                    have = [have[j] for j in sorted(keep([_decode(rows[r][k]) for r in have]))]
+                at += [(r, c) for r in have]
+            if len(cols) > 1:
+                at.sort()
+            for r, c in at:
+                row = rows[r]
+                rowid = row[0] if has_rowid else None
+                label = (f"{int_pk}={rowid}" if int_pk else f"rowid={rowid}") if has_rowid \
+                    else f"row {n + r}"
+                key = None
+                if c == kv_at:
+                    kb = row[skip + cols.index(kv_name)]
+                    key = _decode(kb) if kb is not None else None
+                yield TextCell(table, cols[c], rowid, label, key, _decode(row[skip + c]))
+            n += len(rows)
 
 
 def open_readonly(path: str | Path) -> sqlite3.Connection:

@@ -4,7 +4,10 @@ e-mail addresses; overlapping matches merged into one span. The heuristics: patt
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import cached_property, lru_cache
+from itertools import accumulate
+from typing import Iterable
 
 from .credential_names import credential_strength, env_style_name, is_trivial_value, value_is_secret
 from .kinds import PERSONAL, SECRET, Match
@@ -49,6 +52,57 @@ def suspect(text: str, personal: bool = True) -> bool:
     if _SECRET_NEEDLE.search(low):
         return True
     return personal and _PERSONAL_NEEDLE.search(low) is not None
+
+
+#: What joins many texts into one for a single scan (suspects, matching): no needle, exact
+#: value or user/host name holds it, so no match of theirs spans two texts.
+JOIN = "\x00"
+
+
+def suspects(texts: list[str], personal: bool = True) -> list[int]:
+    """The indexes of the texts for which suspect() holds, in order, found in them all at once:
+    an emit_nvtx export's 340,000 text cells hold 18 suspects, and a call per text made the
+    gate most of the scan's time."""
+    needles = SECRET_NEEDLES + PERSONAL_NEEDLES if personal else SECRET_NEEDLES
+    return containing(needles, [t.lower() for t in texts])   # lower() may change a length
+
+
+def containing(needles: Iterable[str], texts: list[str]) -> list[int]:
+    """The indexes of the texts that hold any of the needles, in order: a search of each needle
+    through the texts joined by JOIN (str.find, many times faster than a regex alternation over
+    megabytes), a step of Python per text found, not per text. A needle that holds JOIN
+    itself is looked for text by text."""
+    needles = list(needles)
+    if any(JOIN in n for n in needles):
+        return [i for i, t in enumerate(texts) if any(n in t for n in needles)]
+    joined, ends = _joined(texts)
+    found: set[int] = set()
+    for needle in needles:
+        at = joined.find(needle)
+        while at >= 0:
+            i = bisect_right(ends, at)
+            found.add(i)
+            at = joined.find(needle, ends[i])
+    return sorted(found)
+
+
+def matching(rx: re.Pattern, texts: list[str]) -> list[int]:
+    """The indexes of the texts in which `rx` finds a match, in order, from one pass over the
+    texts joined by JOIN. Exact for a pattern none of whose matches can hold JOIN, and whose
+    lookarounds, if any, treat JOIN as they treat a text's start and end."""
+    joined, ends = _joined(texts)
+    out: list[int] = []
+    at = 0
+    while (m := rx.search(joined, at)) is not None:
+        i = bisect_right(ends, m.start())
+        out.append(i)
+        at = ends[i]                    # the next text: one match per text is all it takes
+    return out
+
+
+def _joined(texts: list[str]) -> tuple[str, list[int]]:
+    """The texts joined by JOIN, and where each one's JOIN ends (the next text starts)."""
+    return JOIN.join(texts), list(accumulate(len(t) + 1 for t in texts))
 
 
 _HAS_DIGIT = re.compile(r"\d")
