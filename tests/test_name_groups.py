@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import BUNDLED
@@ -48,12 +49,14 @@ def test_grouped_answers_equal_name_by_name(fn, range_names):
 
 
 def test_groups_are_few_and_remembered_per_index(range_names):
-    group, first = name_groups._groups(range_names, [str(c) for c in range_names.tolist()])
-    assert len(first) * 10 < len(range_names)           # 16,600 names, a few hundred ops
-    again = name_groups._groups(range_names, [])        # from the cache: the names are not read
-    assert again[0] is group
+    group, heads = name_groups._groups(range_names)
+    assert len(heads) * 10 < len(range_names)           # 16,600 names, a few hundred ops
+    names = range_names.tolist()
+    assert heads == [names[i] for i in np.unique(group, return_index=True)[1]]
+    again = name_groups._groups(range_names)            # from the cache
+    assert again[0] is group and again[1] is heads
     other = pd.Index([f"op{i}, op_id = {i}" for i in range(2500)])
-    assert len(name_groups._groups(other, other.tolist())[1]) == 2500    # no two alike
+    assert len(name_groups._groups(other)[1]) == 2500   # no two alike
     del other
     gc.collect()
 
@@ -63,3 +66,8 @@ def test_a_few_names_are_asked_one_by_one():
     cats = pd.Index([f"aten::to, op_id = {i}" for i in range(10)])
     name_groups.per_category(cats, lambda n: calls.append(n))
     assert len(calls) == 10
+
+
+def test_categories_that_are_not_text_are_asked_as_text():
+    for cats in (pd.Index(range(3000)), pd.Index([f"k{i}" for i in range(2999)] + [7])):
+        assert name_groups.per_category(cats, repr) == [repr(str(c)) for c in cats.tolist()]

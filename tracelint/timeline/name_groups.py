@@ -33,26 +33,34 @@ def per_category(categories: pd.Index, fn: Callable[[str], object]) -> list:
     """[fn(str(category)) for each category], with fn asked once per group of categories equal
     but for their emit_nvtx / FSDP ids. Only for classifiers of tracelint's own (an op, a
     role, a kind): not for exact names or a user's regex, which may name one call by its id."""
-    names = [str(c) for c in categories.tolist()]
-    if len(names) < GROUP_AT_LEAST:
-        return [fn(c) for c in names]
-    group, first = _groups(categories, names)
-    answers = [fn(names[i]) for i in first.tolist()]
-    return [answers[g] for g in group.tolist()]
+    if len(categories) < GROUP_AT_LEAST:
+        return [fn(c) for c in _names(categories)]
+    group, heads = _groups(categories)
+    answers = np.fromiter((fn(h) for h in heads), dtype=object, count=len(heads))
+    return answers[group].tolist()      # one take, not a step of Python per category
 
 
-def _groups(categories: pd.Index, names: list) -> tuple[np.ndarray, np.ndarray]:
-    """(group of each category, the first category of each group)."""
+def _names(categories: pd.Index) -> list:
+    """The categories as str: a list of the index as it is when every one already is."""
+    names = categories.tolist()
+    return names if categories.inferred_type == "string" else [str(c) for c in names]
+
+
+def _groups(categories: pd.Index) -> tuple[np.ndarray, list]:
+    """(group of each category, the name of each group's first category); kept for the
+    categories seen last, so the rules' many classifications of one name column make neither
+    the groups nor the names again."""
     seen = _SEEN.get(id(categories))
     if seen is not None and seen[0]() is categories:
         return seen[1], seen[2]
-    keys = np.array([_blank_ids(str(n)) for n in names], dtype=object)
+    names = _names(categories)
+    keys = np.array([_blank_ids(n) for n in names], dtype=object)
     group = pd.factorize(keys)[0]               # codes in order of first appearance
-    first = np.unique(group, return_index=True)[1]
+    heads = [names[i] for i in np.unique(group, return_index=True)[1].tolist()]
     if len(_SEEN) >= _SEEN_AT_MOST:
         _SEEN.clear()
-    _SEEN[id(categories)] = (weakref.ref(categories), group, first)
-    return group, first
+    _SEEN[id(categories)] = (weakref.ref(categories), group, heads)
+    return group, heads
 
 
 def _blank_ids(name: str) -> str:
