@@ -13,7 +13,7 @@ from tracelint.engine.runtime_advice import hidden_sync_fix, jax_hidden_sync_fix
 from tracelint.timeline import classify, intervals
 from tracelint.timeline.codes import compact_row_codes, distinct_labels, mode_label, row_codes
 from tracelint.timeline.codes import thread_codes as _thread_codes
-from tracelint.timeline.host_scope import nearest_on_thread
+from tracelint.timeline.host_scope import host_context, nearest_on_thread
 from tracelint.timeline.row_subset import RowSubset
 from tracelint.timeline.schema import take_rows
 from tracelint.whatif.edits import RemoveSync
@@ -284,7 +284,7 @@ def _attach_call_site(ctx, cand: dict, names: dict) -> None:
     issued by a host-read op become device-to-host reads."""
     tl = ctx.tl
     cand["file"], names["file"], cand["line"] = _user_frames(tl, cand)
-    cand["op"], names["op"], cand["path"], names["path"] = _host_context(tl, cand)
+    cand["op"], names["op"], cand["path"], names["path"] = host_context(tl, cand["start"], cand["pid"], cand["tid"])
     # CPU ops whose presence around a sync means "the host reads a device value".
     read = np.array([classify.is_host_readback_op(str(o)) for o in names["op"]], dtype=bool)
     cand["kind"] = np.where(read[cand["op"]] & (cand["kind"] != ALLOC), READ, cand["kind"])
@@ -328,58 +328,6 @@ def _user_frames(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lines[hit] = fu["line"].to_numpy()[idx[hit]]
     code, uniq = distinct_labels(files)
     return code, uniq, lines
-
-
-def _host_context(tl, cand) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per candidate: the outermost CPU op enclosing it ('' when none) and its NVTX /
-    annotation path ('a/b/c', iterations and ops left out), from time containment level by
-    level (vectorised over candidates; zero-length ranges enclose nothing and are skipped).
-    Returned as (op code, the ops, path code, the paths)."""
-    t = cand["start"]
-    n = len(t)
-    nothing = np.zeros(n, dtype=np.int64), np.array([""], dtype=object)
-    r = tl.ranges
-    if len(r) == 0:
-        return nothing + nothing
-    cat = pd.Categorical(r["name"].astype(str))
-    raw = [str(c) for c in cat.categories.tolist()]
-    emit = [classify.emit_nvtx_op(c) for c in raw]
-    norm = np.array([op if op is not None else c for op, c in zip(emit, raw)] + [""], dtype=object)
-    emitted = np.array([op is not None for op in emit] + [False], dtype=bool)
-    step_name = np.array([classify.is_profiler_step(c) for c in raw] + [False], dtype=bool)
-    codes = np.where(cat.codes >= 0, cat.codes, len(raw))
-    kind = r["kind"].astype(str).to_numpy()
-    oplike = (kind == "op") | ((kind == "nvtx") & emitted[codes])
-    annot = np.isin(kind, ["nvtx", "annotation"]) & ~oplike & ~step_name[codes]
-    rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
-    rows = np.flatnonzero((oplike | annot) & (re_ > rs))
-    if len(rows) == 0:
-        return nothing + nothing
-    cthr, rthr = _thread_codes((cand["pid"], cand["tid"]),
-                               (r["pid"].to_numpy()[rows], r["tid"].to_numpy()[rows]))
-    depth = r["depth"].to_numpy()[rows]
-    t0 = int(min(rs[rows].min(), t.min()))
-    span = np.int64(int(max(re_[rows].max(), t.max())) - t0 + 2)
-    qk = cthr * span + (t - t0)
-    root = np.full(n, -1, dtype=np.int64)
-    levels = []
-    for level in np.unique(depth):  # loop over nesting levels, outermost first
-        at = rows[depth == level]
-        key = rthr[depth == level] * span + (rs[at] - t0)
-        order = np.argsort(key, kind="stable")
-        key, at = key[order], at[order]
-        pos = np.searchsorted(key, qk, side="right") - 1
-        c = at[np.clip(pos, 0, None)]
-        hit = (pos >= 0) & (key[np.clip(pos, 0, None)] // span == cthr) & (re_[c] > t)
-        levels.append(np.where(hit & annot[c], codes[c], -1))
-        root = np.where((root < 0) & hit & oplike[c], c, root)
-    op_code, op_names = distinct_labels(norm)          # norm's last label is "": no enclosing op
-    ops = op_code[np.where(root >= 0, codes[np.maximum(root, 0)], len(norm) - 1)]
-    inv, first = row_codes(*levels)  # = np.unique(mat, axis=0, return_inverse=True), faster
-    uniq = np.stack(levels, axis=1)[first]
-    text = np.array(["/".join(norm[c] for c in u if c >= 0) for u in uniq], dtype=object)
-    path_code, path_names = distinct_labels(text)    # the join above loops over distinct paths only
-    return ops, op_names, path_code[inv], path_names
 
 
 # -------------------------------------------------------------------------------------------
