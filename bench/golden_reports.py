@@ -1,0 +1,126 @@
+"""Findings identical after a speed-up: every report of this checkout against another revision's.
+
+    python bench/golden_reports.py [--base REV] [--scrubbed] [FILE ...]
+
+Lints each trace twice, with this working tree and with REV (default HEAD, so uncommitted
+changes are what is checked) checked out in a temporary git worktree, and compares the JSON
+reports with their timings dropped. Without FILEs: every shared nsys export and torch trace,
+the bundled real traces and examples (one of each file name) and, when built, the 287 MB
+reference (bench/out/big.json). Reports are made with --no-scrub; --scrubbed also compares
+the default, scrubbed, reports (the report sink's path). Prints one line per trace, SAME or
+DIFF with where the first differences are, and exits 1 when any differs.
+
+The worktree gets a link tracelint/rules -> ../rules: the editable install maps the package
+tracelint.rules to this checkout's rules/, so without it the other revision would run this
+checkout's rule files.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "traces"
+#: report fields that differ from run to run
+VOLATILE = frozenset({"timing_s", "generated_at", "tracelint_version", "peak_rss_mib",
+                      "elapsed_s"})
+
+
+def default_traces() -> list[Path]:
+    found = [*sorted((SHARED / "nsys").glob("*.sqlite")), *sorted((SHARED / "torch").glob("*.json.gz")),
+             *sorted((REPO / "fixtures" / "real" / "torch").glob("*.json.gz")),
+             *sorted((REPO / "fixtures" / "examples").glob("*.json.gz")),
+             *sorted((REPO / "fixtures" / "examples").glob("*.sqlite"))]
+    seen: set[str] = set()
+    out = [p for p in found if not (p.name in seen or seen.add(p.name))]
+    big = REPO / "bench" / "out" / "big.json"
+    return out + ([big] if big.exists() else [])
+
+
+def _stable(x):
+    if isinstance(x, dict):
+        return {k: _stable(v) for k, v in x.items() if k not in VOLATILE}
+    if isinstance(x, list):
+        return [_stable(v) for v in x]
+    return x
+
+
+def differences(a, b, path: str = "", out: list | None = None, limit: int = 5) -> list[str]:
+    """Where two decoded reports differ (JSON paths), the first `limit` of them."""
+    out = [] if out is None else out
+    if len(out) >= limit:
+        return out
+    if type(a) is not type(b):
+        out.append(f"{path or '/'}: {type(a).__name__} against {type(b).__name__}")
+    elif isinstance(a, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if k not in a or k not in b:
+                out.append(f"{path}/{k}: only in {'this tree' if k in a else 'the base'}")
+            else:
+                differences(a[k], b[k], f"{path}/{k}", out, limit)
+    elif isinstance(a, list) and len(a) != len(b):
+        out.append(f"{path}: {len(a)} items against {len(b)}")
+    elif isinstance(a, list):
+        for i, (u, v) in enumerate(zip(a, b)):
+            differences(u, v, f"{path}[{i}]", out, limit)
+    elif a != b:
+        out.append(f"{path}: {str(a)[:60]!r} against {str(b)[:60]!r}")
+    return out[:limit]
+
+
+def lint(checkout: Path, trace: Path, out: Path, scrub: bool, env: dict) -> dict | str:
+    """The stable part of one report, or the reason there is none."""
+    argv = [sys.executable, "-m", "tracelint", "lint", str(trace.resolve()), "-f", "json",
+            "-o", str(out), "--fail-on", "never"] + ([] if scrub else ["--no-scrub"])
+    proc = subprocess.run(argv, cwd=checkout, env={**env, "PYTHONPATH": str(checkout)},
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not out.exists():
+        return f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:120]}"
+    return _stable(json.loads(out.read_text()))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("traces", nargs="*", type=Path)
+    ap.add_argument("--base", default="HEAD", help="revision to compare with (default HEAD)")
+    ap.add_argument("--scrubbed", action="store_true", help="also compare scrubbed reports")
+    args = ap.parse_args()
+    traces = args.traces or default_traces()
+    with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
+        base = Path(tmp) / "base"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(base),
+                        args.base], check=True)
+        try:
+            (base / "tracelint" / "rules").symlink_to("../rules")
+            env = {**os.environ, "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")}
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            differ = 0
+            for scrub in ([False, True] if args.scrubbed else [False]):
+                print(f"# {'scrubbed' if scrub else '--no-scrub'} reports, this tree against "
+                      f"{args.base}")
+                for t in traces:
+                    mine = lint(REPO, t, Path(tmp) / "mine.json", scrub, env)
+                    theirs = lint(base, t, Path(tmp) / "theirs.json", scrub, env)
+                    same = mine == theirs and isinstance(mine, dict)
+                    n = len(mine.get("findings", [])) if isinstance(mine, dict) else mine
+                    print(f"{'SAME' if same else 'DIFF'} {t.name} ({n} findings)", flush=True)
+                    if not same:
+                        differ += 1
+                        where = differences(mine, theirs) if isinstance(mine, dict) and \
+                            isinstance(theirs, dict) else [f"this tree: {mine}", f"base: {theirs}"]
+                        for line in where:
+                            print(f"    {line}")
+            print(f"# {differ} of {len(traces) * (2 if args.scrubbed else 1)} differ")
+            return 1 if differ else 0
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)],
+                           check=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
