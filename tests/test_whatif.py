@@ -223,10 +223,12 @@ def test_copy_kind_rank_equals_unique_of_the_labels(seed):
     assert _label_rank(c).tolist() == want.tolist()
 
 
-@pytest.mark.parametrize("name", ["nsys/nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite",
-                                  "torch/hta_event_sync_a100.json.gz"])
-def test_blocking_calls_found_in_chunks_equal_one_pass(name, monkeypatch):
-    """The blocking test runs over the calls in chunks; tiny chunks give the same waits."""
+@pytest.mark.parametrize("name, chunk", [("nsys/nsys2024.5_pipit-cloverleaf-cuda_a100.sqlite", 7),
+                                         ("torch/hta_event_sync_a100.json.gz", 7),
+                                         ("torch/hta_event_sync_multistream_a100.json.gz", 1)])
+def test_blocking_calls_found_in_chunks_equal_one_pass(name, chunk, monkeypatch):
+    """The blocking test runs over the calls in chunks, and the device syncs' extra waits over
+    the syncs; tiny chunks give the same waits (the multistream trace has extra waits)."""
     import tracelint.whatif.blocking as blocking
     path = SHARED / name
     if not path.exists():
@@ -234,11 +236,12 @@ def test_blocking_calls_found_in_chunks_equal_one_pass(name, monkeypatch):
     tl = tracelint.load(path)
     whole = build(tl)
     assert (whole.h_target >= 0).sum() > 0
-    monkeypatch.setattr(blocking, "BLOCK_CHUNK", 7)
+    monkeypatch.setattr(blocking, "BLOCK_CHUNK", chunk)
     chunked = build(tl)
     assert np.array_equal(whole.h_target, chunked.h_target)
     assert np.array_equal(whole.h_ret, chunked.h_ret)
     assert whole.h_extra == chunked.h_extra
+    assert bool(whole.h_extra) == ("multistream" in name)
 
 
 def _chain_reference(thread, start, end):

@@ -129,11 +129,14 @@ def _device_sync_extras(h, g, target, launched_at, extra) -> None:
     gend = g["end"].to_numpy(np.int64)
     for ops in _by_stream(g["device"].to_numpy(), g["stream"].to_numpy()):
         order = ops[np.argsort(launched_at[ops], kind="stable")]
-        k = np.searchsorted(launched_at[order], hs[rows], side="right") - 1
-        last = order[np.maximum(k, 0)]          # the stream's last op launched before the sync
-        waits = (k >= 0) & (last != target[rows]) & (gend[last] <= he[rows])
-        for i, op in zip(rows[waits].tolist(), last[waits].tolist()):
-            extra.setdefault(i, []).append(op)
+        launched = launched_at[order]
+        for lo in range(0, len(rows), BLOCK_CHUNK):   # a sync after every kernel: 10 M of them
+            part = rows[lo:lo + BLOCK_CHUNK]
+            k = np.searchsorted(launched, hs[part], side="right") - 1
+            last = order[np.maximum(k, 0)]      # the stream's last op launched before the sync
+            waits = (k >= 0) & (last != target[part]) & (gend[last] <= he[part])
+            for i, op in zip(part[waits].tolist(), last[waits].tolist()):
+                extra.setdefault(i, []).append(op)
 
 
 def _by_stream(dev: np.ndarray, stream: np.ndarray):
