@@ -32,7 +32,9 @@ VOLATILE = frozenset({"timing_s", "generated_at", "tracelint_version", "peak_rss
 
 
 def default_traces() -> list[Path]:
-    found = [*sorted((SHARED / "nsys").glob("*.sqlite")), *sorted((SHARED / "torch").glob("*.json.gz")),
+    """Every shared and bundled trace, one per file name, and the reference when built."""
+    found = [*sorted((SHARED / "nsys").glob("*.sqlite")),
+             *sorted((SHARED / "torch").glob("*.json.gz")),
              *sorted((REPO / "fixtures" / "real" / "torch").glob("*.json.gz")),
              *sorted((REPO / "fixtures" / "examples").glob("*.json.gz")),
              *sorted((REPO / "fixtures" / "examples").glob("*.sqlite"))]

@@ -284,7 +284,8 @@ def _attach_call_site(ctx, cand: dict, names: dict) -> None:
     issued by a host-read op become device-to-host reads."""
     tl = ctx.tl
     cand["file"], names["file"], cand["line"] = _user_frames(tl, cand)
-    cand["op"], names["op"], cand["path"], names["path"] = host_context(tl, cand["start"], cand["pid"], cand["tid"])
+    cand["op"], names["op"], cand["path"], names["path"] = host_context(
+        tl, cand["start"], cand["pid"], cand["tid"])
     # CPU ops whose presence around a sync means "the host reads a device value".
     read = np.array([classify.is_host_readback_op(str(o)) for o in names["op"]], dtype=bool)
     cand["kind"] = np.where(read[cand["op"]] & (cand["kind"] != ALLOC), READ, cand["kind"])

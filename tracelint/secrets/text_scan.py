@@ -54,8 +54,8 @@ def suspect(text: str, personal: bool = True) -> bool:
     return personal and _PERSONAL_NEEDLE.search(low) is not None
 
 
-#: What joins many texts into one for a single scan (suspects, matching): no needle, exact
-#: value or user/host name holds it, so no match of theirs spans two texts.
+#: What joins many texts into one for a single scan (suspects, containing, matching): no
+#: needle, exact value or user/host name holds it, so no match of theirs spans two texts.
 JOIN = "\x00"
 
 
