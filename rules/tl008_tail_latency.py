@@ -78,11 +78,8 @@ class TailLatency(Rule):
         rr = r[rsel]
         if len(rr) == 0:
             return
-        rname = rr["name"].astype(str)
-        counts = rname.value_counts()
-        keep = rname.isin(counts[counts >= opt.min_count].index)
-        for name, g in rr[keep].groupby(rname[keep], sort=False):  # loop over range names
-            f = self._ranges(ctx, str(name), g.sort_values("start", kind="stable"))
+        for name, rows in _frequent_names(rr["name"], opt.min_count):  # loop over range names
+            f = self._ranges(ctx, name, rr.iloc[rows].sort_values("start", kind="stable"))
             if f is not None:
                 yield f
 
@@ -328,3 +325,22 @@ def _worst_windows(s: np.ndarray, e: np.ndarray, d: np.ndarray, tidx: np.ndarray
     """Windows of the slowest tail instances, slowest first."""
     order = tidx[np.argsort(-d[tidx], kind="stable")][:top]
     return [(int(s[i]), int(e[i])) for i in order]
+
+
+def _frequent_names(names: pd.Series, at_least: int):
+    """(name, its rows ascending) of each name at least `at_least` rows hold, in the order of
+    their first row, as a groupby of the names as str gives them (rows without a name left
+    out): counted on the column's codes, not a str per row hashed (340,000 emit_nvtx range
+    names, nearly all held once)."""
+    cat = names.array
+    if not isinstance(cat, pd.Categorical):
+        cat = pd.Categorical(names.astype(str))
+    codes = np.asarray(cat.codes)
+    count = np.bincount(codes + 1, minlength=len(cat.categories) + 1)[1:]     # -1: no name
+    keep = np.flatnonzero((codes >= 0) & (count[codes] >= at_least))
+    by = keep[np.argsort(codes[keep], kind="stable")]
+    starts = np.flatnonzero(np.r_[True, codes[by][1:] != codes[by][:-1]]) if len(by) else by
+    bounds = np.r_[starts, len(by)]
+    labels = cat.categories
+    for k in np.argsort(by[starts], kind="stable"):     # groups by their first row
+        yield str(labels[codes[by[starts[k]]]]), by[bounds[k]:bounds[k + 1]]
