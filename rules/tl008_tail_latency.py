@@ -335,9 +335,9 @@ def _frequent_names(names: pd.Series, at_least: int):
     cat = names.array
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(names.astype(str))
-    codes = np.asarray(cat.codes)
-    count = np.bincount(codes + 1, minlength=len(cat.categories) + 1)[1:]     # -1: no name
-    keep = np.flatnonzero((codes >= 0) & (count[codes] >= at_least))
+    codes = np.asarray(cat.codes, dtype=np.int64)
+    count = np.bincount(codes + 1, minlength=len(cat.categories) + 1)         # [0]: no name
+    keep = np.flatnonzero((codes >= 0) & (count[codes + 1] >= at_least))
     by = keep[np.argsort(codes[keep], kind="stable")]
     starts = np.flatnonzero(np.r_[True, codes[by][1:] != codes[by][:-1]]) if len(by) else by
     bounds = np.r_[starts, len(by)]

@@ -50,3 +50,11 @@ def test_missing_and_odd_names():
                   pd.Series(pd.Categorical([], categories=["a"]))):
         for at_least in (1, 2, 3):
             assert _mine(names, at_least) == _by_groupby(names, at_least)
+
+
+def test_no_name_at_all():
+    """A range table whose names are all missing has no category to count (an empty count)."""
+    for names in (pd.Series(pd.Categorical([None, None])), pd.Series([None, None], dtype=object),
+                  pd.Series([], dtype=object)):
+        for at_least in (1, 2):
+            assert _mine(names, at_least) == _by_groupby(names, at_least)
