@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..timeline import classify
+from ..timeline.categories import str_categorical
 from ..timeline.model import Meta
 from ..timeline.name_groups import per_category
 from ..timeline.nesting import nest
@@ -65,7 +66,7 @@ def read_ranges(db: Db, meta: Meta) -> pd.DataFrame:
                        "text_id": pick(cols, "textId")}, where=where)
     rowid, etype = d.pop("rowid"), d.pop("type")
     d["pid"], d["tid"] = pid_tid(d.pop("gtid"))
-    d["name"] = name = pd.Categorical(_nvtx_labels(db, where, rowid, d.pop("text_id")))
+    d["name"] = name = str_categorical(_nvtx_labels(db, where, rowid, d.pop("text_id")))
     # per group of names equal but for emit_nvtx's op ids, which a step name never carries
     step_of = np.array(per_category(name.categories, _step_number) + [-1], dtype=np.int64)
     d["step"] = step = step_of[name.codes]

@@ -12,6 +12,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from .categories import str_categorical
+
 I64 = "int64"
 F64 = "float64"
 CAT = "category"
@@ -120,7 +122,7 @@ def make_table(table: str, columns: Mapping[str, object], n: int | None = None) 
         if col in columns:
             values = columns[col]
             if dtype == CAT:
-                data[col] = values if isinstance(values, pd.Categorical) else pd.Categorical(values)
+                data[col] = values if isinstance(values, pd.Categorical) else str_categorical(values)
             elif dtype == STR:
                 data[col] = pd.Series(values, dtype=object)
             else:
