@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .name_groups import per_category
+from .name_groups import per_category, representatives
 
 #: (class, pattern) in priority order. Patterns are case-insensitive regexes over the full
 #: (demangled) kernel name.
@@ -381,16 +381,16 @@ def workload_kind(names: Iterable[str]) -> str:
 
 
 def distinct_names(tl) -> list[str]:
-    """Each distinct API, kernel and range name of a Timeline once: what says its vendor and
-    workload kind."""
+    """Each distinct API, kernel and range name of a Timeline once, what says its vendor and
+    workload kind; of names equal but for emit_nvtx's op ids, one (name_groups: no pattern
+    here reads the ids)."""
     names: list[str] = []
     for table in ("api_calls", "kernels", "ranges"):
         df = tl.table(table)
         if len(df) and "name" in df:
             col = df["name"]
-            # an Index's tolist(), not its iteration, which boxes one value at a time (20x)
-            names += [str(x) for x in (col.cat.categories.tolist() if hasattr(col, "cat")
-                                       else col.unique())]
+            names += (representatives(col.cat.categories) if hasattr(col, "cat")
+                      else [str(x) for x in col.unique()])
     return names
 
 
