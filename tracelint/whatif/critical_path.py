@@ -191,6 +191,9 @@ WALK = Loop(_walk, COMPILE_FROM)
 PLAIN_WALK_ROOM = 1 << 22
 
 
+_UNCODED = -2         # _Vocab.codes: a category not labelled yet
+
+
 class _Vocab:
     """Labels numbered once each, whichever column they come from (a name that is both a call
     and a range is one item)."""
@@ -208,14 +211,33 @@ class _Vocab:
 
     def codes(self, values: pd.Categorical, fn=str, missing: int = -1):
         """A function from rows of `values` to the code of fn(label) of each, decided once per
-        category (the path is labelled a slice at a time); `missing` where a row has no label."""
-        lut = np.array([self.of(fn(str(c))) for c in values.categories.tolist()] + [missing], np.int32)
+        category and only for the categories on the path (it is labelled a slice at a time):
+        the 332,000 range names of a minute of emit_nvtx were each labelled, twice, for the
+        few hundred on the path. `missing` where a row has no label. Codes are handed out in
+        the order the slices meet the labels: see in_label_order."""
+        cats = values.categories
+        lut = np.full(len(cats) + 1, _UNCODED, np.int32)
+        lut[-1] = missing
         codes = np.asarray(values.codes)
 
         def of_rows(rows: np.ndarray) -> np.ndarray:
             c = codes[rows]
-            return lut[np.where(c >= 0, c, len(lut) - 1)]
+            c = np.where(c >= 0, c, len(lut) - 1)
+            new = np.unique(c[lut[c] == _UNCODED])
+            if len(new):
+                lut[new] = [self.of(fn(str(x))) for x in cats[new].tolist()]
+            return lut[c]
         return of_rows
+
+    def in_label_order(self, codes: np.ndarray) -> list[str]:
+        """Renumbers `codes` in place so that code order is label order and returns the labels:
+        the path's codes are then the same however it was sliced."""
+        order = sorted(range(len(self.labels)), key=self.labels.__getitem__)
+        rank = np.full(len(order) + 1, -1, codes.dtype)    # code -1 (no label) wraps to -1
+        rank[order] = np.arange(len(order))
+        if len(codes):
+            np.take(rank, codes, out=codes, mode="wrap")   # unbuffered: no second array
+        return [self.labels[i] for i in order]
 
 
 def _gpu_class(c: str) -> str:
@@ -331,7 +353,7 @@ class _Walker:
             D = D[keep]
             C = C[keep]
             It = It[keep]
-        return CriticalPath(S, D, C, It, classes.labels, items.labels)
+        return CriticalPath(S, D, C, It, classes.in_label_order(C), items.in_label_order(It))
 
 
 def critical_path(r: Replay) -> CriticalPath:
