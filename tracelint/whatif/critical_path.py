@@ -235,8 +235,9 @@ class _Vocab:
         order = sorted(range(len(self.labels)), key=self.labels.__getitem__)
         rank = np.full(len(order) + 1, -1, codes.dtype)    # code -1 (no label) wraps to -1
         rank[order] = np.arange(len(order))
-        if len(codes):
-            np.take(rank, codes, out=codes, mode="wrap")   # unbuffered: no second array
+        for a in range(0, len(codes), SEGMENT_CHUNK):      # bounded temporaries
+            part = codes[a:a + SEGMENT_CHUNK]
+            part[...] = rank[part]
         return [self.labels[i] for i in order]
 
 
