@@ -122,7 +122,8 @@ def make_table(table: str, columns: Mapping[str, object], n: int | None = None) 
         if col in columns:
             values = columns[col]
             if dtype == CAT:
-                data[col] = values if isinstance(values, pd.Categorical) else str_categorical(values)
+                data[col] = values if isinstance(values, pd.Categorical) \
+                    else str_categorical(values)
             elif dtype == STR:
                 data[col] = pd.Series(values, dtype=object)
             else:
