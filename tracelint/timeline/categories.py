@@ -19,8 +19,14 @@ def str_categorical(values) -> pd.Categorical:
     labels = uniq.tolist()
     if not labels or not all(type(s) is str for s in labels):
         return pd.Categorical(values)
+    ordered, rank = sorted_ranks(labels, np.int64)
+    return pd.Categorical.from_codes(rank[codes], categories=ordered)
+
+
+def sorted_ranks(labels: list[str], dtype) -> tuple[list[str], np.ndarray]:
+    """(the labels sorted, new code of each old code): rank[old] is the position of
+    labels[old] in the sorted list; rank[-1] is -1, so a missing code (-1) stays -1."""
     order = sorted(range(len(labels)), key=labels.__getitem__)
-    rank = np.empty(len(labels) + 1, np.int64)
+    rank = np.full(len(labels) + 1, -1, dtype)
     rank[order] = np.arange(len(labels))
-    rank[-1] = -1                                  # a missing value's code -1 stays -1
-    return pd.Categorical.from_codes(rank[codes], categories=[labels[i] for i in order])
+    return [labels[i] for i in order], rank

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..jit import Loop
+from ..timeline.categories import sorted_ranks
 from .indexes import index_dtype
 from .replay import Replay
 from .sweep import COMPILE_FROM
@@ -212,7 +213,7 @@ class _Vocab:
     def codes(self, values: pd.Categorical, fn=str, missing: int = -1):
         """A function from rows of `values` to the code of fn(label) of each, decided once per
         category and only for the categories on the path (it is labelled a slice at a time):
-        the 332,000 range names of a minute of emit_nvtx were each labelled, twice, for the
+        the 332,000 range names of an emit_nvtx-scale export were each labelled, twice, for the
         few hundred on the path. `missing` where a row has no label. Codes are handed out in
         the order the slices meet the labels: see in_label_order."""
         cats = values.categories
@@ -232,13 +233,11 @@ class _Vocab:
     def in_label_order(self, codes: np.ndarray) -> list[str]:
         """Renumbers `codes` in place so that code order is label order and returns the labels:
         the path's codes are then the same however it was sliced."""
-        order = sorted(range(len(self.labels)), key=self.labels.__getitem__)
-        rank = np.full(len(order) + 1, -1, codes.dtype)    # code -1 (no label) wraps to -1
-        rank[order] = np.arange(len(order))
+        labels, rank = sorted_ranks(self.labels, codes.dtype)   # code -1 (no label) stays -1
         for a in range(0, len(codes), SEGMENT_CHUNK):      # bounded temporaries
             part = codes[a:a + SEGMENT_CHUNK]
             part[...] = rank[part]
-        return [self.labels[i] for i in order]
+        return labels
 
 
 def _gpu_class(c: str) -> str:
