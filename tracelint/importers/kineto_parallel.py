@@ -86,8 +86,9 @@ def _warm_imports() -> None:
     decode ends). Left young, the first collection after the load walked it all, 23 ms of the
     serial path, freeing nothing of it."""
     import gc
-    from . import kineto_meta, kineto_tables  # noqa: F401
+    from . import kineto_cupti, kineto_meta, kineto_tables  # noqa: F401
     from .. import warmup
+    from ..timeline import links, memory  # noqa: F401 - the tables' links, the memory owners
     from ..timeline.model import Timeline
     Timeline()
     warmup.run_pending()
