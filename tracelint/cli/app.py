@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import TracelintError
+
+if TYPE_CHECKING:                  # typer is imported where a command runs (start-up cost)
+    import typer
 
 
 class CommandEntry(NamedTuple):
@@ -82,7 +85,7 @@ def _line(message) -> str:
     return current_sink().message(str(message))
 
 
-def fail(message: str) -> "typer.Exit":
+def fail(message: str) -> typer.Exit:
     """Print a one-line error and return the exit-2 exception to raise."""
     import typer
     from rich.markup import escape

@@ -56,9 +56,7 @@ def load_kineto(path, progress: Callable[[str, float], None] | None = None) -> T
     dec = _event_decoder()
     _decode_events(path, raws, dec, build, report)
     cols = build.columns()
-    build.fill_correlation_from_flows(cols, lambda: (
-        [e for e in map(dec, raws[lo:lo + CHUNK]) if e.cat in FLOW_CATS]
-        for lo in sorted(set(build.flow_chunks))))
+    build.fill_correlation_from_flows(cols, partial(_flow_batches, raws, dec, build.flow_chunks))
     specials = build.decode_specials()
     shapes = bool(top.record_shapes) or data.find(b'"Input Dims"') >= 0
     del raws, data, build.specials         # drop every view of the file buffer before the frames
@@ -147,6 +145,12 @@ def _ranges_beside(build: Builder, parallel: bool):
     names = list(build.vocab["ranges"])
     with beside(partial(ranges_work, sorted_ranges, names, build.memory)) as answer:
         yield sorted_ranges(), answer
+
+
+def _flow_batches(raws: list, dec, chunks: list[int]):
+    """The flow events of each chunk that holds one, decoded again (a list per chunk)."""
+    for lo in sorted(set(chunks)):
+        yield [e for e in map(dec, raws[lo:lo + CHUNK]) if e.cat in FLOW_CATS]
 
 
 def _decode_events(path: Path, raws: list, dec, build: Builder, report) -> None:
