@@ -1,14 +1,16 @@
 """Findings identical after a speed-up: every report of this checkout against another revision's.
 
-    python bench/golden_reports.py [--base REV] [--scrubbed] [FILE ...]
+    python bench/golden_reports.py [--base REV] [--scrubbed] [--also] [FILE ...]
 
 Lints each trace twice, with this working tree and with REV (default HEAD, so uncommitted
 changes are what is checked) checked out in a temporary git worktree, and compares the JSON
 reports with their timings dropped. Without FILEs: every shared nsys export and torch trace,
 the bundled real traces and examples (one of each file name) and, when built, the 287 MB
-reference (bench/out/big.json). Reports are made with --no-scrub; --scrubbed also compares
-the default, scrubbed, reports (the report sink's path). Prints one line per trace, SAME or
-DIFF with where the first differences are, and exits 1 when any differs.
+reference (bench/out/big.json); with --also, those and the FILEs (a generated trace such as
+bench/replicate_nvtx_names.py's, which the default set cannot know). Reports are made with
+--no-scrub; --scrubbed also compares the default, scrubbed, reports (the report sink's path).
+Prints one line per trace, SAME or DIFF with where the first differences are, and exits 1
+when any differs.
 
 The worktree gets a link tracelint/rules -> ../rules: the editable install maps the package
 tracelint.rules to this checkout's rules/, so without it the other revision would run this
@@ -91,8 +93,10 @@ def main() -> int:
     ap.add_argument("traces", nargs="*", type=Path)
     ap.add_argument("--base", default="HEAD", help="revision to compare with (default HEAD)")
     ap.add_argument("--scrubbed", action="store_true", help="also compare scrubbed reports")
+    ap.add_argument("--also", action="store_true",
+                    help="the FILEs after the default traces, not instead of them")
     args = ap.parse_args()
-    traces = args.traces or default_traces()
+    traces = default_traces() + args.traces if args.also or not args.traces else args.traces
     with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
         base = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(base),
