@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import BUNDLED
+from conftest import BUNDLED, trace_or_skip
 
 import tracelint
 from tracelint.timeline.categories import str_categorical
@@ -23,9 +23,7 @@ def _same(values) -> None:
 @pytest.mark.parametrize("trace", ["nsys/nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite",
                                    "torch/kineto_tbplugin_resnet50_v100_2021-06.pt.trace.json.gz"])
 def test_real_names(trace):
-    path = BUNDLED / trace
-    if not path.exists():
-        pytest.skip("trace not present")
+    path = trace_or_skip(BUNDLED / trace)
     tl = tracelint.load(path)
     for table in ("ranges", "kernels", "api_calls"):
         names = np.asarray(getattr(tl, table)["name"].astype(object))

@@ -9,7 +9,7 @@ import importlib
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import BUNDLED
+from conftest import BUNDLED, trace_or_skip
 
 import tracelint
 
@@ -31,9 +31,7 @@ def _mine(names: pd.Series, at_least: int) -> list[tuple[str, list[int]]]:
 @pytest.mark.parametrize("trace", ["nsys/nsys2026.2_nsys-ai-pytorch-2gpu-1s-slice_h100.sqlite",
                                    "torch/kineto_tbplugin_resnet50_v100_2021-06.pt.trace.json.gz"])
 def test_groups_of_real_range_names(trace):
-    path = BUNDLED / trace
-    if not path.exists():
-        pytest.skip("trace not present")
+    path = trace_or_skip(BUNDLED / trace)
     names = tracelint.load(path).ranges["name"]
     for at_least in (1, 2, 5, 50):
         want = _by_groupby(names, at_least)
