@@ -212,3 +212,27 @@ def test_long_rules_are_dealt_first_and_every_rule_once():
     assert ids[:len(known)] == known
     rest = [r.id for r in rules if r.id not in known]
     assert ids[len(known):] == rest
+
+
+def test_the_trace_file_is_scanned_once_and_here(two_processes, tmp_path, monkeypatch):
+    """TL100 and TL101 read one scan of the trace file: both are checked by this process,
+    whose cache the output sink then reuses; the worker never scans the file."""
+    from tracelint.secrets import scan
+    log = tmp_path / "scans"
+    real = scan.scan_sqlite
+
+    def logged(*a, **kw):
+        with open(log, "a") as fh:          # the worker's scans are counted too
+            fh.write(f"{os.getpid()}\n")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(scan, "scan_sqlite", logged)
+    scan.clear_cache()
+    tl = tracelint.load(REAL[2])            # an nsys export: both rules apply
+    rules = [r for r in available_rules(Config()) if r.scope == "trace"]
+    rep = run_rules(tl, rules)
+    assert {"TL100", "TL101"} <= set(rep.elapsed_s)
+    assert log.read_text().split() == [str(os.getpid())]
+    from tracelint.secrets.sink import found_in
+    found_in(str(REAL[2]))                   # the sink: cached here, no second scan
+    assert log.read_text().split() == [str(os.getpid())]
