@@ -42,6 +42,8 @@ _HOME_NEEDLES = ("/home/", "users", "/export/home", "/shared/home", "/data/home"
 #: Each needle list as one alternation: a search of it is `any(n in low for n in NEEDLES)` in
 #: one pass of C, not a Python step per needle (a trace of 332,000 distinct range names ran
 #: 18.6 M of those steps per scan).
+#: From this many characters of joined texts on, numpy searches them (needle_search).
+NUMPY_FROM = 1 << 16
 _SECRET_NEEDLE = re.compile("|".join(map(re.escape, SECRET_NEEDLES)))
 _PERSONAL_NEEDLE = re.compile("|".join(map(re.escape, PERSONAL_NEEDLES)))
 
@@ -64,18 +66,36 @@ def suspects(texts: list[str], personal: bool = True) -> list[int]:
     an emit_nvtx export's 340,000 text cells hold 18 suspects, and a call per text made the
     gate most of the scan's time."""
     needles = SECRET_NEEDLES + PERSONAL_NEEDLES if personal else SECRET_NEEDLES
+    joined = JOIN.join(texts)
+    if joined.isascii():             # lower() keeps every length: one call for all the texts
+        return _found(needles, joined.lower(), texts)
     return containing(needles, [t.lower() for t in texts])   # lower() may change a length
 
 
 def containing(needles: Iterable[str], texts: list[str]) -> list[int]:
-    """The indexes of the texts that hold any of the needles, in order: a search of each needle
-    through the texts joined by JOIN (str.find, many times faster than a regex alternation over
-    megabytes), a step of Python per text found, not per text. A needle that holds JOIN
-    itself is looked for text by text."""
+    """The indexes of the texts that hold any of the needles, in order, from one search through
+    the texts joined by JOIN. A needle that holds JOIN itself is looked for text by text."""
     needles = list(needles)
     if any(JOIN in n for n in needles):
         return [i for i, t in enumerate(texts) if any(n in t for n in needles)]
-    joined, ends = _joined(texts)
+    return _found(needles, JOIN.join(texts), texts)
+
+
+def _found(needles, joined: str, texts: list[str]) -> list[int]:
+    """containing() over `joined` (the texts joined by JOIN, or a copy of the same lengths).
+    A long ASCII text: numpy finds every needle at once (needle_search). Otherwise str.find,
+    needle by needle, a step of Python per text found, not per text."""
+    if not texts:
+        return []
+    if len(joined) >= NUMPY_FROM and joined.isascii() and all(needles):
+        from .needle_search import starts
+        at = starts(joined, list(needles))
+        if not len(at):
+            return []
+        import numpy as np          # not at import: the light commands never scan
+        ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)) + 1)
+        return np.unique(np.searchsorted(ends, at, side="right")).tolist()
+    ends = list(accumulate(len(t) + 1 for t in texts))
     found: set[int] = set()
     for needle in needles:
         at = joined.find(needle)
