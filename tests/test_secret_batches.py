@@ -74,6 +74,15 @@ def test_the_sinks_batch_is_its_text_of_each(paths, raws):
     assert Sink(enabled=False).texts(items) == items
 
 
+@pytest.mark.parametrize("numpy_from", [0, 1 << 40])
+@pytest.mark.parametrize("raws", [set(), {"op_id = 3171", "gemm_kernel"}])
+def test_the_sinks_batch_of_only_strings_is_its_text_of_each(raws, numpy_from, monkeypatch):
+    monkeypatch.setattr(T, "NUMPY_FROM", numpy_from)        # both searches of the joined texts
+    items = _texts(12, 2000) + ["", "API_KEY=abcdefghij123456"]   # every item a str
+    one_by_one = [_sink(True, raws).text(x) for x in items]
+    assert _sink(True, raws).texts(items) == one_by_one != items
+
+
 def _trace_db(path, texts: list[str]) -> None:
     """Tables as an nsys export has them: ids and several text columns, a key/value table,
     a table without rowid; NULLs, numbers, invalid UTF-8 and NULs among the text."""

@@ -110,8 +110,11 @@ class Sink:
         if not self.enabled:
             return list(items)
         self.ready()
-        at = [i for i, s in enumerate(items) if isinstance(s, str) and s]
-        strs = [items[i] for i in at]
+        if set(map(type, items)) <= {str}:   # all str (one pass in C): scanned as they are
+            strs, at = list(items), range(len(items))       # an empty one holds no needle
+        else:
+            at = [i for i, s in enumerate(items) if isinstance(s, str) and s]
+            strs = [items[i] for i in at]
         touched = set(P.suspects(strs, personal=self.paths))
         touched.update(P.containing(self._raws, strs) if self.exact is not None else ())
         if self.paths and self.names:
