@@ -157,36 +157,49 @@ def _env_limit(name: str, default: int) -> int:
 def gunzip_capped(data: bytes, path: str | Path) -> bytes:
     """Stream-decompress gzip `data` (all members) within the limits above; TraceFormatError
     (one line) when the data is corrupt or expands past a limit."""
+    out = bytearray()
+    for block in gunzip_blocks(data, path):
+        out += block
+    return bytes(out)
+
+
+def gunzip_blocks(data: bytes, path: str | Path, block: int = 1 << 20):
+    """gunzip_capped's output a block of at most `block` bytes at a time, so that a caller can
+    write it out instead of holding it (importers/gzip_staging); the same limits and errors."""
     import zlib
 
     from .errors import TraceFormatError
     max_bytes = _env_limit("TRACELINT_GZIP_MAX_BYTES", GZIP_MAX_BYTES)
     max_ratio = _env_limit("TRACELINT_GZIP_MAX_RATIO", GZIP_MAX_RATIO)
     cap = max(min(max_bytes, max(len(data) * max_ratio, GZIP_RATIO_FROM)), 1)
-    out = bytearray()
+    total = 0
     rest = data
     try:
         while rest:
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
             chunk = rest
             while chunk:
-                out += d.decompress(chunk, 1 << 20)
+                out = d.decompress(chunk, block)
                 chunk = d.unconsumed_tail
-                if len(out) > cap:
+                total += len(out)
+                if total > cap:
                     why = (f"more than {max_bytes:,} bytes" if cap == max_bytes else
                            f"more than {max_ratio}x its compressed size")
                     raise TraceFormatError(
                         f"{_shown(path)}: gzip data expands to {why} (a decompression bomb?); "
                         "raise TRACELINT_GZIP_MAX_BYTES / TRACELINT_GZIP_MAX_RATIO to read it")
+                if out:
+                    yield out
             if not d.eof:
                 raise TraceFormatError(f"{_shown(path)}: truncated gzip data")
-            out += d.flush()
+            tail = d.flush()
+            if tail:
+                yield tail
             rest = d.unused_data.lstrip(b"\x00")
             if rest and rest[:2] != b"\x1f\x8b":
                 break                         # trailing garbage after a member: ignored, as gzip does
     except zlib.error as exc:
         raise TraceFormatError(f"{_shown(path)}: truncated or corrupt gzip data ({exc})") from None
-    return bytes(out)
 
 
 #: Largest download of one URL trace (TRACELINT_URL_MAX_BYTES overrides).

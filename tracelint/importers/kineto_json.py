@@ -49,6 +49,11 @@ def load_kineto(path, progress: Callable[[str, float], None] | None = None) -> T
     tl = _load_in_ranges(path, report)       # large plain JSON: one byte range at a time
     if tl is not None:
         return tl
+    from .gzip_staging import staged
+    with staged(path) as plain:              # large gzip: the same, from a plain copy
+        tl = _load_in_ranges(plain, report, source=path) if plain is not None else None
+    if tl is not None:
+        return tl
     data = _read(path)
     report("read", 1.0)
     top, raws = _decode_top(path, data)
@@ -92,8 +97,9 @@ def _event_decoder():
     return msgspec.json.Decoder(Event, float_hook=str.encode).decode   # floats as exact text
 
 
-def _load_in_ranges(path: Path, report) -> Timeline | None:
-    """kineto_ranges' path for a large plain-JSON file; None leaves it to the whole buffer."""
+def _load_in_ranges(path: Path, report, source: Path | None = None) -> Timeline | None:
+    """kineto_ranges' path for a large plain-JSON file; None leaves it to the whole buffer.
+    source: the file the trace came from, when `path` is a plain copy of it (gzip_staging)."""
     from . import kineto_ranges as kr
     build = Builder()
     try:
@@ -118,7 +124,7 @@ def _load_in_ranges(path: Path, report) -> Timeline | None:
         build.fill_correlation_from_flows(cols, lambda: kr.flow_events(
             path, ranges, firsts, build.flow_chunks, FLOW_CATS))
         shapes = bool(top.record_shapes) or shapes or top_bytes.find(b'"Input Dims"') >= 0
-        return _finish(path, cols, specials, build, top, shapes, report, beside)
+        return _finish(source or path, cols, specials, build, top, shapes, report, beside)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,104 @@
+"""A large gzip Kineto trace is read through a temporary plain copy by the byte-range path
+(importers/gzip_staging): the same Timeline as the whole-buffer path, the copy removed, the
+input untouched, bad gzip refused in one line; and lint's quick secret scan treats it as the
+large trace it is (metadata only)."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, trace_or_skip
+
+from tracelint import forking
+from tracelint.errors import TraceFormatError
+from tracelint.importers import gzip_staging as gs
+from tracelint.importers import kineto_json as kj
+from tracelint.importers import kineto_ranges as kr
+
+from test_kineto_ranges import _assert_same
+
+REAL = "hta_v100_rank0of1.pt.trace.json.gz"
+
+
+@pytest.fixture
+def small_limits(monkeypatch, tmp_path):
+    """Every file counts as large, ranges are small, and temporary files go to a folder of
+    this test's own (to see that the copy is removed)."""
+    monkeypatch.setattr(forking, "_LOAD_WORKERS", 1)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    monkeypatch.setattr(gs, "STREAM_MIN", 0)
+    monkeypatch.setattr(kr, "RANGE_BYTES", 400_000)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp
+
+
+def _whole_buffer(path: Path, monkeypatch):
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    monkeypatch.setattr(gs, "STREAM_MIN", 1 << 62)
+    monkeypatch.setattr(gs, "COMPRESSED_LARGE", 1 << 62)
+    return kj.load_kineto(path)
+
+
+def test_a_large_gzip_trace_is_read_by_range_from_a_plain_copy(small_limits, monkeypatch):
+    src = trace_or_skip(TRACES / "torch" / REAL)
+    before = hashlib.sha256(src.read_bytes()).hexdigest()
+    seen = []
+    real = kj._load_in_ranges
+    monkeypatch.setattr(kj, "_load_in_ranges", lambda p, r, source=None: seen.append(
+        (Path(p).suffix, source)) or real(p, r, source))
+    staged = kj.load_kineto(src)
+    assert seen == [(".gz", None), (".json", src)]        # the .gz, then its plain copy
+    assert list(small_limits.iterdir()) == []              # the copy is gone
+    assert hashlib.sha256(src.read_bytes()).hexdigest() == before
+    _assert_same(staged, _whole_buffer(src, monkeypatch))
+
+
+def test_two_processes_read_the_plain_copy(small_limits, monkeypatch):
+    src = trace_or_skip(TRACES / "torch" / REAL)
+    monkeypatch.setattr(forking, "_LOAD_WORKERS", 2)
+    two = kj.load_kineto(src)
+    assert list(small_limits.iterdir()) == []
+    _assert_same(two, _whole_buffer(src, monkeypatch))
+
+
+def test_without_a_temporary_folder_the_whole_buffer_path_runs(small_limits, monkeypatch):
+    src = trace_or_skip(TRACES / "torch" / REAL)
+
+    def no_space(*a, **k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(tempfile, "mkstemp", no_space)
+    _assert_same(kj.load_kineto(src), _whole_buffer(src, monkeypatch))
+
+
+def test_small_gzip_is_not_staged(tmp_path):
+    src = trace_or_skip(TRACES / "torch" / REAL)
+    assert src.stat().st_size < gs.COMPRESSED_LARGE
+    assert not gs.worth_staging(src)                       # its size hint is below STREAM_MIN
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(b'{"traceEvents": []}')
+    assert not gs.worth_staging(plain)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "bomb"])
+def test_bad_large_gzip_is_refused_in_one_line(small_limits, tmp_path, monkeypatch, damage):
+    doc = {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+                            "ts": i, "dur": 1, "args": {"device": 0, "stream": 7}}
+                           for i in range(5000)]}
+    data = gzip.compress(("{\"traceEvents\": [\n" + ",\n".join(
+        json.dumps(e) for e in doc["traceEvents"]) + "\n]}").encode())
+    path = tmp_path / "t.json.gz"
+    if damage == "truncated":
+        path.write_bytes(data[:len(data) // 2])
+    else:
+        path.write_bytes(data)
+        monkeypatch.setenv("TRACELINT_GZIP_MAX_BYTES", "10000")
+    with pytest.raises(TraceFormatError) as err:
+        kj.load_kineto(path)
+    assert "\n" not in str(err.value) and ("truncated" in str(err.value) or "bomb" in str(err.value))
+    assert list(small_limits.iterdir()) == []
