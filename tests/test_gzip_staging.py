@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -102,3 +103,30 @@ def test_bad_large_gzip_is_refused_in_one_line(small_limits, tmp_path, monkeypat
         kj.load_kineto(path)
     assert "\n" not in str(err.value) and ("truncated" in str(err.value) or "bomb" in str(err.value))
     assert list(small_limits.iterdir()) == []
+
+
+def test_quick_scan_of_large_gzip_json_reads_metadata_only(tmp_path, monkeypatch):
+    """As for a large plain trace (test_secrets): the metadata is scanned, events are not, and
+    the finding says how large the JSON is, not the gzip file."""
+    from tracelint.secrets import scan as S
+    token = "hf_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z"
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 1, "tid": 7, "ts": i,
+               "dur": 1, "args": {"device": 0, "stream": 7, "note": token if i == 5 else ""}}
+              for i in range(20000)]
+    doc = {"schemaVersion": 1, "traceEvents": events,
+           "metadata": {"system": {"env": {"HF_TOKEN": token}}}}
+    path = tmp_path / "big.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    text = len(json.dumps(doc).encode())
+    assert S.json_size(path) == text > path.stat().st_size
+    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", text - 1)
+    S.clear_cache()
+    quick = S.scan_file(path, deep=False)
+    assert quick.partial and [h.location for h in quick.secrets if token in h.raw] \
+        and not any("traceEvents" in h.location for h in quick.secrets)
+    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", text)
+    S.clear_cache()
+    full = S.scan_file(path, deep=False)
+    assert not full.partial and any("traceEvents" in h.location for h in full.secrets)
+    S.clear_cache()
+    assert os.path.exists(path)

@@ -102,11 +102,13 @@ def rule_findings(rule, ctx, category: str, by_container: bool = True):
 def _partial_scan_finding(rule, ctx, src: str):
     """Say that a large trace's events were not scanned, and how to scan them."""
     from ..engine.finding import Evidence, Layer, Measure, Severity, Where
-    size = Path(src).stat().st_size
+    size, text = Path(src).stat().st_size, scan.json_size(Path(src))
+    what = f"{size / 2**20:.0f} MB file" if text == size else \
+        f"{text / 2**20:.0f} MB of JSON, gzipped"
     hint = f"tracelint redact --check {src}"
     return rule.finding(
         ctx, severity=Severity.INFO,
-        message=(f"Secret scan limited to the trace's metadata ({size / 2**20:.0f} MB file): event "
+        message=(f"Secret scan limited to the trace's metadata ({what}): event "
                  f"strings were not scanned; `{hint}` scans everything"),
         impact_ns=0, where=Where(file=str(src)),
         evidence={Layer.SYSTEM: Evidence.not_captured(

@@ -234,17 +234,42 @@ def json_hits(col: Collector, text: str, parts: list, key: str | None, is_key: b
 QUICK_SCAN_LIMIT = 64 << 20
 
 
-def _metadata_only(path: Path, window: int = 4 << 20) -> dict[str, msgspec.Raw] | None:
-    """The top-level values of a large, uncompressed Kineto trace except traceEvents, read from
-    its first and last few MB; None when the file does not have that shape."""
+def json_size(path: Path) -> int:
+    """Bytes of JSON text in the file: its size, or for gzip the decompressed size its last
+    four bytes give (RFC 1952; modulo 2**32, so never taken below the compressed size)."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+        size = os.fstat(fh.fileno()).st_size
+        if not gz or size < 4:
+            return size
+        fh.seek(size - 4)
+        return max(size, int.from_bytes(fh.read(4), "little"))
+
+
+def _head_and_tail(path: Path, window: int) -> tuple[bytes, bytes]:
+    """The first and last `window` bytes of the JSON text; gzip is decompressed a block at a
+    time, keeping only those (the gzip limits apply: io.gunzip_blocks)."""
     with open(path, "rb") as fh:
         head = fh.read(window)
-        if head[:2] == b"\x1f\x8b":
-            return None
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(size - window, 0))
-        tail = fh.read()
+        if head[:2] != b"\x1f\x8b":
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(fh.tell() - window, 0))
+            return head, fh.read()
+    from ..io import gunzip_blocks
+    head, tail = bytearray(), bytearray()
+    for block in gunzip_blocks(path.read_bytes(), path):
+        if len(head) < window:
+            head += block[:window - len(head)]
+        tail += block
+        if len(tail) > 2 * window:
+            del tail[:len(tail) - window]
+    return bytes(head), bytes(tail[-window:])
+
+
+def _metadata_only(path: Path, window: int = 4 << 20) -> dict[str, msgspec.Raw] | None:
+    """The top-level values of a large Kineto trace (plain or gzip) except traceEvents, read
+    from its first and last few MB; None when the file does not have that shape."""
+    head, tail = _head_and_tail(path, window)
     i = head.find(b'"traceEvents"')
     if i < 0 or head.lstrip()[:1] != b"{":
         return None
@@ -260,7 +285,7 @@ def _metadata_only(path: Path, window: int = 4 << 20) -> dict[str, msgspec.Raw] 
 def scan_json(path: str | Path, personal: bool = True, deep: bool = True) -> Collector:
     col = Collector()
     top = None
-    if not deep and Path(path).stat().st_size > QUICK_SCAN_LIMIT:
+    if not deep and json_size(Path(path)) > QUICK_SCAN_LIMIT:
         top = _metadata_only(Path(path))
     if top is not None:
         kind, col.partial = "object", True      # no event is read
