@@ -130,3 +130,23 @@ def test_quick_scan_of_large_gzip_json_reads_metadata_only(tmp_path, monkeypatch
     assert not full.partial and any("traceEvents" in h.location for h in full.secrets)
     S.clear_cache()
     assert os.path.exists(path)
+
+
+def test_the_quick_scan_reuses_the_ends_the_staged_load_kept(small_limits, monkeypatch):
+    """After a staged load, the quick scan of the same gzip file reads the first and last MB
+    the load kept, and finds what decompressing it again finds."""
+    import tracelint.io as io
+    from tracelint.secrets import scan as S
+    src = trace_or_skip(TRACES / "torch" / REAL)
+    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", 0)
+    S.clear_cache()
+    again = S.scan_file(src, deep=False)
+    kj.load_kineto(src)
+    calls = []
+    real = io.gunzip_blocks
+    monkeypatch.setattr(io, "gunzip_blocks", lambda *a, **k: calls.append(1) or real(*a, **k))
+    S.clear_cache()
+    kept = S.scan_file(src, deep=False)
+    assert calls == [] and kept.partial
+    assert [(h.kind, h.location) for h in kept.hits] == [(h.kind, h.location) for h in again.hits]
+    assert io.gzip_ends(src, 4 << 20) is not None and io.gzip_ends(src, 8 << 20) is None

@@ -202,6 +202,54 @@ def gunzip_blocks(data: bytes, path: str | Path, block: int = 1 << 20):
         raise TraceFormatError(f"{_shown(path)}: truncated or corrupt gzip data ({exc})") from None
 
 
+class TextEnds:
+    """The first and last `window` bytes of a text seen a block at a time (the quick secret
+    scan of a large trace reads only its metadata, which Kineto writes at both ends)."""
+
+    def __init__(self, window: int = 4 << 20):
+        self.window, self._head, self._tail = window, bytearray(), bytearray()
+
+    def add(self, block: bytes) -> None:
+        if len(self._head) < self.window:
+            self._head += block[:self.window - len(self._head)]
+        self._tail += block
+        if len(self._tail) > 2 * self.window:
+            del self._tail[:len(self._tail) - self.window]
+
+    def ends(self) -> tuple[bytes, bytes]:
+        return bytes(self._head), bytes(self._tail[-self.window:])
+
+
+#: TextEnds of gzip files decompressed whole by the load (importers/gzip_staging), by file
+#: identity, so that the quick scan does not decompress them again: the last few only.
+_GZIP_ENDS: dict[tuple, tuple[int, bytes, bytes]] = {}
+
+
+def _file_key(path: str | Path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return str(Path(path).resolve()), st.st_size, st.st_mtime_ns
+
+
+def remember_gzip_ends(path: str | Path, ends: TextEnds) -> None:
+    key = _file_key(path)
+    if key is not None:
+        while len(_GZIP_ENDS) >= 2:
+            _GZIP_ENDS.pop(next(iter(_GZIP_ENDS)))
+        _GZIP_ENDS[key] = (ends.window, *ends.ends())
+
+
+def gzip_ends(path: str | Path, window: int) -> tuple[bytes, bytes] | None:
+    """The first and last `window` bytes of the decompressed text of `path`, when the load
+    kept at least that many (remember_gzip_ends); None otherwise."""
+    got = _GZIP_ENDS.get(_file_key(path))
+    if got is None or got[0] < window:
+        return None
+    return got[1][:window], got[2][-window:]
+
+
 #: Largest download of one URL trace (TRACELINT_URL_MAX_BYTES overrides).
 URL_MAX_BYTES = 16 << 30
 

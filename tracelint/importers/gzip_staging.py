@@ -48,7 +48,7 @@ def staged(path: Path):
     if not worth_staging(path):
         yield None
         return
-    from ..io import gunzip_blocks
+    from ..io import TextEnds, gunzip_blocks, remember_gzip_ends
     try:
         data = path.read_bytes()
         fd, name = tempfile.mkstemp(prefix="tracelint-", suffix=".json")
@@ -58,13 +58,16 @@ def staged(path: Path):
     plain = Path(name)
     try:
         try:
+            ends = TextEnds()
             with os.fdopen(fd, "wb") as out:
                 for block in gunzip_blocks(data, path):
                     out.write(block)
+                    ends.add(block)
         except OSError:
             yield None
             return
         del data
+        remember_gzip_ends(path, ends)      # for the quick secret scan (secrets/scan.py)
         yield plain
     finally:
         with contextlib.suppress(OSError):

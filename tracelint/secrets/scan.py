@@ -247,23 +247,23 @@ def json_size(path: Path) -> int:
 
 
 def _head_and_tail(path: Path, window: int) -> tuple[bytes, bytes]:
-    """The first and last `window` bytes of the JSON text; gzip is decompressed a block at a
-    time, keeping only those (the gzip limits apply: io.gunzip_blocks)."""
+    """The first and last `window` bytes of the JSON text. Gzip: as the load kept them when it
+    decompressed the file (io.gzip_ends), else decompressed a block at a time, keeping only
+    those (the gzip limits apply: io.gunzip_blocks)."""
     with open(path, "rb") as fh:
         head = fh.read(window)
         if head[:2] != b"\x1f\x8b":
             fh.seek(0, os.SEEK_END)
             fh.seek(max(fh.tell() - window, 0))
             return head, fh.read()
-    from ..io import gunzip_blocks
-    head, tail = bytearray(), bytearray()
+    from ..io import TextEnds, gunzip_blocks, gzip_ends
+    kept = gzip_ends(path, window)
+    if kept is not None:
+        return kept
+    ends = TextEnds(window)
     for block in gunzip_blocks(path.read_bytes(), path):
-        if len(head) < window:
-            head += block[:window - len(head)]
-        tail += block
-        if len(tail) > 2 * window:
-            del tail[:len(tail) - window]
-    return bytes(head), bytes(tail[-window:])
+        ends.add(block)
+    return ends.ends()
 
 
 def _metadata_only(path: Path, window: int = 4 << 20) -> dict[str, msgspec.Raw] | None:
