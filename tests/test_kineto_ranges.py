@@ -368,3 +368,38 @@ def test_a_parallel_load_nests_its_ranges_in_a_worker_and_survives_its_death(tmp
     for tl in (beside, *rescued):
         tl.meta.load_s = one.meta.load_s
         _assert_same(tl, one)
+
+
+@pytest.mark.parametrize("name", ["hta_v100_rank0of1.pt.trace.json.gz",      # dumped on one line
+                                  "hta_sampled_rank0of128.json.gz"])         # written so
+def test_a_trace_on_one_line_is_cut_before_its_events(tmp_path, monkeypatch, name):
+    """A trace with no newline between its events (json.dump of a loaded trace) is cut before
+    each range's first event, and gives the whole-buffer Timeline."""
+    src = trace_or_skip(TRACES / "torch" / name)
+    text = gzip.decompress(src.read_bytes())
+    path = tmp_path / "one_line.json"
+    path.write_bytes(json.dumps(json.loads(text)).encode() if b"\n" in text else text)
+    assert b"\n" not in path.read_bytes()
+    monkeypatch.setattr(kr, "RANGE_BYTES", 100_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    _, ranges = kr.plan(path, path.stat().st_size)
+    assert len(ranges) > 3
+    by_ranges = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert by_ranges is not None and len(by_ranges.api_calls) + len(by_ranges.ranges) > 1000
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    _assert_same(by_ranges, kj.load_kineto(path))
+
+
+def test_a_one_line_cut_inside_nested_objects_leaves_the_file_to_the_whole_buffer(tmp_path,
+                                                                                   monkeypatch):
+    """Objects nested in an event that look like events: a range cut between them fails to
+    decode, and the whole-buffer path reads the file."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i,
+               "dur": 1, "args": {"nested": [{"ph": "i", "name": "x"}] * 50}}
+              for i in range(200)]
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    monkeypatch.setattr(kr, "RANGE_BYTES", 3_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    assert kj._load_in_ranges(path, lambda stage, fraction: None) is None
+    assert len(kj.load_kineto(path).ranges) == 200

@@ -3,11 +3,13 @@ one buffer holding the whole file.
 
 Why: the whole-buffer path holds the file plus one msgspec.Raw per event while the columns are
 built (about twice the file at the peak). A raw newline never occurs inside a JSON
-string, so `},<newline>{` is always between two objects; cut there, each range `[` + bytes + `]`
+string, so `},<newline>{` is always between two objects (a file written on one line is cut
+before `{"ph"` and the like); cut there, each range `[` + bytes + `]`
 is a JSON array of events that decodes on its own. A cut between two objects nested deeper
 than the events leaves ranges with unbalanced brackets, which fail to decode: then (and for a
-file without such newlines, gzip input, or any other surprise) kineto_json's whole-buffer path
-runs instead, so results never depend on this path's guesses.
+file with no cut at all, or any other surprise) kineto_json's whole-buffer path runs instead,
+so results never depend on this path's guesses. Gzip input is read from a plain copy
+(gzip_staging).
 """
 from __future__ import annotations
 
@@ -28,6 +30,10 @@ STREAM_MIN = 64 << 20             # smaller files take the whole-buffer path
 _HEAD_MAX = 4 << 20               # "traceEvents" must start within this many bytes
 _CUT_WINDOW = 64 << 10            # bytes read at a time while looking for the next cut
 _CUT = re.compile(rb"\}[ \t\r]*,[ \t\r]*\n[ \t\r\n]*(?=\{)")
+#: A file with no such newline in its first few MB (events on one line: a trace loaded and dumped
+#: again by a script) is cut before what starts an event as Kineto writes it; a cut that
+#: lands inside a nested object or a string fails to decode, as above.
+_CUT_ONE_LINE = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*(?=\{"(?:ph|cat|name|pid|ts)")')
 _KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')
 
 
@@ -49,6 +55,7 @@ def plan(path: Path, size: int) -> tuple[bytes, list[tuple[int, int]]]:
     if not m:
         raise NotSplittable("no traceEvents key near the start")
     first = m.end()
+    cut = _CUT if _CUT.search(head, first) else _CUT_ONE_LINE
     cuts = []                          # (end of the previous range, start of the next)
 
     def after(at: int) -> int:        # where to look for the next cut
@@ -56,7 +63,7 @@ def plan(path: Path, size: int) -> tuple[bytes, list[tuple[int, int]]]:
     target = after(first)
     while target < size:
         window = _pread(path, target, _CUT_WINDOW)
-        c = _CUT.search(window)
+        c = cut.search(window)
         if not c:
             target += _CUT_WINDOW
             continue
