@@ -16,12 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -30,21 +27,13 @@ sys.path.insert(0, str(HERE))
 
 from bench_ranks import generate  # noqa: E402
 from host_parallel import ceiling  # noqa: E402
+from lint_process import lint_process  # noqa: E402
 
 
 def lint(folder: Path, jobs: int, out: Path) -> dict:
     """Wall and CPU seconds of one `tracelint lint` process (its workers included)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "tracelint", "lint", str(folder), "--jobs",
-                          str(jobs), "-f", "json", "-o", str(out), "--fail-on", "never"],
-                         cwd=REPO, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if res.returncode:
-        raise SystemExit(f"--jobs {jobs} failed:\n{res.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+    return lint_process([str(folder), "--jobs", str(jobs), "-f", "json", "-o", str(out),
+                         "--fail-on", "never"])
 
 
 def main() -> int:

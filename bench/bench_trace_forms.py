@@ -18,15 +18,16 @@ import argparse
 import gzip
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from lint_process import lint_process  # noqa: E402
+
 OUT = REPO / "bench" / "out"
 PLAIN = OUT / "big.json"
 
@@ -43,19 +44,8 @@ def make_forms() -> dict[str, Path]:
 
 
 def lint(path: Path, out: Path) -> dict:
-    """Wall, CPU and peak RSS of one `tracelint lint` process (its workers' CPU included)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    res = subprocess.run(["/usr/bin/time", "-f", "%M", sys.executable, "-m", "tracelint",
-                          "lint", str(path), "-f", "json", "-o", str(out), "--fail-on", "never"],
-                         cwd=REPO, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if res.returncode:
-        raise SystemExit(f"{path}: lint failed:\n{res.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    peak = int(res.stderr.strip().splitlines()[-1]) / 1024
-    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_mib": round(peak, 1)}
+    return lint_process([str(path), "-f", "json", "-o", str(out), "--fail-on", "never"],
+                        peak=True)
 
 
 def _report(path: Path) -> dict:
