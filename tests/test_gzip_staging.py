@@ -150,3 +150,23 @@ def test_the_quick_scan_reuses_the_ends_the_staged_load_kept(small_limits, monke
     assert calls == [] and kept.partial
     assert [(h.kind, h.location) for h in kept.hits] == [(h.kind, h.location) for h in again.hits]
     assert io.gzip_ends(src, 4 << 20) is not None and io.gzip_ends(src, 8 << 20) is None
+
+
+def test_the_partial_scan_finding_of_a_gzip_trace_does_not_state_its_size_field(monkeypatch):
+    """gzip's size field is the size modulo 4 GiB: the finding names the gzip file's size and
+    that its JSON is over the limit, which holds either way."""
+    import tracelint
+    from tracelint.api import available_rules
+    from tracelint.engine.config import Config
+    from tracelint.engine.runner import run_rules
+    from tracelint.secrets import scan as S
+    src = trace_or_skip(TRACES / "torch" / REAL)
+    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", 1 << 20)
+    S.clear_cache()
+    tl = tracelint.load(src)
+    tl.meta.source = str(src)
+    rules = [r for r in available_rules(Config()) if r.id == "TL100"]
+    found = [f for f in run_rules(tl, rules).findings if f.key == "partial-scan"]
+    mb = src.stat().st_size / 2**20
+    assert len(found) == 1 and f"({mb:.0f} MB gzip file, over 1 MiB of JSON)" in found[0].message
+    S.clear_cache()

@@ -102,9 +102,11 @@ def rule_findings(rule, ctx, category: str, by_container: bool = True):
 def _partial_scan_finding(rule, ctx, src: str):
     """Say that a large trace's events were not scanned, and how to scan them."""
     from ..engine.finding import Evidence, Layer, Measure, Severity, Where
-    size, text = Path(src).stat().st_size, scan.json_size(Path(src))
-    what = f"{size / 2**20:.0f} MB file" if text == size else \
-        f"{text / 2**20:.0f} MB of JSON, gzipped"
+    size = Path(src).stat().st_size
+    with open(src, "rb") as fh:        # gzip's size field is modulo 4 GiB: not stated as a size
+        gz = fh.read(2) == b"\x1f\x8b"
+    what = f"{size / 2**20:.0f} MB gzip file, over {scan.QUICK_SCAN_LIMIT >> 20} MiB of JSON" \
+        if gz else f"{size / 2**20:.0f} MB file"
     hint = f"tracelint redact --check {src}"
     return rule.finding(
         ctx, severity=Severity.INFO,
