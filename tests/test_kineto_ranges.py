@@ -403,3 +403,21 @@ def test_a_one_line_cut_inside_nested_objects_leaves_the_file_to_the_whole_buffe
     monkeypatch.setattr(kr, "STREAM_MIN", 0)
     assert kj._load_in_ranges(path, lambda stage, fraction: None) is None
     assert len(kj.load_kineto(path).ranges) == 200
+
+
+@pytest.mark.parametrize("lead", [b"\xef\xbb\xbf", b"\n\xef\xbb\xbf  \n"])
+def test_a_byte_order_mark_before_the_trace(tmp_path, monkeypatch, lead):
+    """A UTF-8 byte order mark (white space around it too: this trace starts with a newline)
+    before the trace: the same Timeline by range and from the whole buffer as without it."""
+    plain = _plain(tmp_path, "hta_v100_rank0of1.pt.trace.json.gz")
+    (tmp_path / "bom").mkdir()
+    path = tmp_path / "bom" / plain.name               # the same name: the same meta
+    path.write_bytes(lead + plain.read_bytes())
+    monkeypatch.setattr(kr, "RANGE_BYTES", 400_000)
+    monkeypatch.setattr(kr, "STREAM_MIN", 0)
+    by_ranges = kj._load_in_ranges(path, lambda stage, fraction: None)
+    assert by_ranges is not None
+    monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
+    whole = kj.load_kineto(path)
+    _assert_same(by_ranges, whole)
+    _assert_same(whole, kj.load_kineto(plain))

@@ -190,10 +190,12 @@ def _read(path: Path) -> bytes:
 
 def _decode_top(path: Path, data: bytes) -> tuple[Top, list[msgspec.Raw]]:
     """Split the event array into raw slices; a bare JSON array is taken as traceEvents."""
-    start = re.compile(rb"\s*").match(data).end()
+    space = re.compile(rb"\s*")
+    start = space.match(data).end()
     buf: Any = data
     if data[start:start + 3] == b"\xef\xbb\xbf":       # UTF-8 BOM: skip without copying
-        buf, start = memoryview(data)[start + 3:], 0
+        buf = memoryview(data)[start + 3:]
+        start = space.match(buf).end()                  # and the white space after it
     first = bytes(buf[start:start + 1])
     try:
         if first == b"{":

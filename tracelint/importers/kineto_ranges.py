@@ -49,7 +49,9 @@ def _pread(path: Path, start: int, length: int) -> bytes:
 def plan(path: Path, size: int) -> tuple[bytes, list[tuple[int, int]]]:
     """(the top-level object with an empty traceEvents array, byte ranges of the events)."""
     head = _pread(path, 0, min(size, _HEAD_MAX))
-    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] != b"{":
+    body = head.lstrip()
+    bom = len(head) - len(body) + 3 if body[:3] == b"\xef\xbb\xbf" else 0   # UTF-8 BOM
+    if head[:2] == b"\x1f\x8b" or head[bom:].lstrip()[:1] != b"{":
         raise NotSplittable("gzip or not a JSON object")
     m = _KEY.search(head)
     if not m:
@@ -71,7 +73,7 @@ def plan(path: Path, size: int) -> tuple[bytes, list[tuple[int, int]]]:
         target = after(target + c.end())
     starts = [first] + [b for _, b in cuts]
     ends = [a for a, _ in cuts]
-    close, top = _array_end(path, size, starts[-1], head[:m.end()])
+    close, top = _array_end(path, size, starts[-1], head[bom:m.end()])
     return top, list(zip(starts, ends + [close]))
 
 
