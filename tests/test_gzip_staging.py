@@ -31,7 +31,7 @@ def small_limits(monkeypatch, tmp_path):
     this test's own (to see that the copy is removed)."""
     monkeypatch.setattr(forking, "_LOAD_WORKERS", 1)
     monkeypatch.setattr(kr, "STREAM_MIN", 0)
-    monkeypatch.setattr(gs, "STREAM_MIN", 0)
+    monkeypatch.setattr(gs, "STAGE_MIN", 0)
     monkeypatch.setattr(kr, "RANGE_BYTES", 400_000)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -41,7 +41,7 @@ def small_limits(monkeypatch, tmp_path):
 
 def _whole_buffer(path: Path, monkeypatch):
     monkeypatch.setattr(kr, "STREAM_MIN", 1 << 62)
-    monkeypatch.setattr(gs, "STREAM_MIN", 1 << 62)
+    monkeypatch.setattr(gs, "STAGE_MIN", 1 << 62)
     monkeypatch.setattr(gs, "COMPRESSED_LARGE", 1 << 62)
     return kj.load_kineto(path)
 
@@ -80,7 +80,7 @@ def test_without_a_temporary_folder_the_whole_buffer_path_runs(small_limits, mon
 def test_small_gzip_is_not_staged(tmp_path):
     src = trace_or_skip(TRACES / "torch" / REAL)
     assert src.stat().st_size < gs.COMPRESSED_LARGE
-    assert not gs.worth_staging(src)                       # its size hint is below STREAM_MIN
+    assert not gs.worth_staging(src)                       # its size hint is below STAGE_MIN
     plain = tmp_path / "plain.json"
     plain.write_bytes(b'{"traceEvents": []}')
     assert not gs.worth_staging(plain)

@@ -18,10 +18,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from .kineto_ranges import STREAM_MIN
-
+#: Gzip that expands to less is read in memory (the whole-buffer path): a temporary file of its
+#: text is written only where holding that text would cost memory.
+STAGE_MIN = 64 << 20
 #: The last four bytes of a gzip member hold its decompressed size modulo 2**32 (RFC 1952): a
-#: file whose size says less than STREAM_MIN is small unless it is this large compressed
+#: file whose size says less than STAGE_MIN is small unless it is this large compressed
 #: (multi-member files and sizes past 4 GiB, whose hint is not the size).
 COMPRESSED_LARGE = 16 << 20
 
@@ -37,7 +38,7 @@ def worth_staging(path: Path) -> bool:
             hint = int.from_bytes(fh.read(4), "little")
     except OSError:
         return False
-    return hint >= STREAM_MIN or size >= COMPRESSED_LARGE
+    return hint >= STAGE_MIN or size >= COMPRESSED_LARGE
 
 
 @contextlib.contextmanager
