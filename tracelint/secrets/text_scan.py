@@ -42,10 +42,10 @@ _HOME_NEEDLES = ("/home/", "users", "/export/home", "/shared/home", "/data/home"
 #: Each needle list as one alternation: a search of it is `any(n in low for n in NEEDLES)` in
 #: one pass of C, not a Python step per needle (a trace of 332,000 distinct range names ran
 #: 18.6 M of those steps per scan).
-#: From this many characters of joined texts on, numpy searches them (needle_search).
-NUMPY_FROM = 1 << 16
 _SECRET_NEEDLE = re.compile("|".join(map(re.escape, SECRET_NEEDLES)))
 _PERSONAL_NEEDLE = re.compile("|".join(map(re.escape, PERSONAL_NEEDLES)))
+#: From this many characters of joined texts on, numpy searches them (needle_search).
+NUMPY_FROM = 1 << 16
 
 
 def suspect(text: str, personal: bool = True) -> bool:
