@@ -5,8 +5,9 @@ kineto_parallel).
 Why: the byte ranges need a file they can read at any offset, which gzip is not. A large
 .json.gz therefore took the whole-buffer path: the decompressed file and one raw slice per
 event held at once, in one process. The 287 MB reference, gzipped (gzip -1: 23 MB), linted at
-a peak of 894 MB and 2.1x the CPU of the same file plain. Staged, it is the plain file's load plus the
-decompression, at the plain file's peak: the decompressed text goes to disk, never to memory.
+a peak of 894 MB and 2.1x the CPU of the same file plain. Staged, it is the plain file's load
+plus the decompression, at the plain file's peak: the decompressed text goes to disk, never to
+memory.
 
 Where the temporary file cannot be written (no space, no temporary folder), the whole-buffer
 path runs as before; it is removed as soon as the load has read it.
