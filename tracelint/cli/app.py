@@ -102,12 +102,14 @@ def _debug() -> bool:
 def run() -> None:
     """The `tracelint` command (its entry point): main(), then the process ends without the
     interpreter's teardown where that is safe (cli.quick_exit). numpy's BLAS gets one thread
-    (cli.blas_threads), and the garbage collector waits for the first trace
-    (tracelint.collector)."""
+    (cli.blas_threads), pandas runs without pyarrow (cli.no_pyarrow), and the garbage
+    collector waits for the first trace (tracelint.collector)."""
     from ..collector import pause_for_startup
     from .blas_threads import limit_to_one
+    from .no_pyarrow import keep_out as keep_pyarrow_out
     from .quick_exit import run as run_then_exit
     limit_to_one()      # before anything imports numpy (cli.blas_threads)
+    keep_pyarrow_out()  # before anything imports pandas (cli.no_pyarrow)
     pause_for_startup()     # no collections until the first trace (tracelint.collector)
     run_then_exit(main)
 
