@@ -1,6 +1,6 @@
 """Findings identical after a speed-up: every report of this checkout against another revision's.
 
-    python bench/golden_reports.py [--base REV] [--scrubbed] [--also] [FILE ...]
+    python bench/golden_reports.py [--base REV] [--base-path DIR] [--scrubbed] [--also] [FILE ...]
 
 Lints each trace twice, with this working tree and with REV (default HEAD, so uncommitted
 changes are what is checked) checked out in a temporary git worktree, and compares the JSON
@@ -9,6 +9,9 @@ the bundled real traces and examples (one of each file name) and, when built, th
 reference (bench/out/big.json); with --also, those and the FILEs (a generated trace such as
 bench/replicate_nvtx_names.py's, which the default set cannot know). Reports are made with
 --no-scrub; --scrubbed also compares the default, scrubbed, reports (the report sink's path).
+--base-path DIR puts DIR on the other side's PYTHONPATH too: with the default --base HEAD, the
+same code is compared with and without an optional package installed in DIR (pyarrow, which
+pandas uses when it finds it).
 Prints one line per trace, SAME or DIFF with where the first differences are, and exits 1
 when any differs.
 
@@ -77,11 +80,14 @@ def differences(a, b, path: str = "", out: list | None = None, limit: int = 5) -
     return out[:limit]
 
 
-def lint(checkout: Path, trace: Path, out: Path, scrub: bool, env: dict) -> dict | str:
+def lint(checkout: Path, trace: Path, out: Path, scrub: bool, env: dict,
+         extra_path: str = "") -> dict | str:
     """The stable part of one report, or the reason there is none."""
     argv = [sys.executable, "-m", "tracelint", "lint", str(trace.resolve()), "-f", "json",
             "-o", str(out), "--fail-on", "never"] + ([] if scrub else ["--no-scrub"])
-    proc = subprocess.run(argv, cwd=checkout, env={**env, "PYTHONPATH": str(checkout)},
+    proc = subprocess.run(argv, cwd=checkout,
+                          env={**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(checkout),
+                                                                           extra_path]))},
                           capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
         return f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:120]}"
@@ -92,6 +98,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("traces", nargs="*", type=Path)
     ap.add_argument("--base", default="HEAD", help="revision to compare with (default HEAD)")
+    ap.add_argument("--base-path", default="",
+                    help="a folder put on the other side's PYTHONPATH too (an optional package)")
     ap.add_argument("--scrubbed", action="store_true", help="also compare scrubbed reports")
     ap.add_argument("--also", action="store_true",
                     help="the FILEs after the default traces, not instead of them")
@@ -108,10 +116,10 @@ def main() -> int:
             differ = 0
             for scrub in ([False, True] if args.scrubbed else [False]):
                 print(f"# {'scrubbed' if scrub else '--no-scrub'} reports, this tree against "
-                      f"{args.base}")
+                      f"{args.base}" + (f" with {args.base_path}" if args.base_path else ""))
                 for t in traces:
                     mine = lint(REPO, t, Path(tmp) / "mine.json", scrub, env)
-                    theirs = lint(base, t, Path(tmp) / "theirs.json", scrub, env)
+                    theirs = lint(base, t, Path(tmp) / "theirs.json", scrub, env, args.base_path)
                     same = mine == theirs and isinstance(mine, dict)
                     n = len(mine.get("findings", [])) if isinstance(mine, dict) else mine
                     print(f"{'SAME' if same else 'DIFF'} {t.name} ({n} findings)", flush=True)
