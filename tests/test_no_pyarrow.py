@@ -1,6 +1,7 @@
 """The tracelint command keeps pandas from loading pyarrow (tracelint.cli.no_pyarrow); a user's
-program that imports tracelint is left alone. Probed with a stand-in pyarrow package that
-leaves a mark when it is imported."""
+program that imports tracelint is left alone, but tracelint's own calls make text columns as
+Python objects (tracelint.pandas_text). The command is probed with a stand-in pyarrow package
+that leaves a mark when it is imported."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pandas as pd
+
+import tracelint
+from tracelint.engine import runner
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "fixtures" / "examples" / "training_step_antipatterns.json.gz"
@@ -41,3 +47,18 @@ def test_the_command_lints_without_importing_pyarrow(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "mark").exists()
     assert json.loads(out.read_text())["findings"]
+
+
+def test_the_library_makes_text_as_python_objects_during_its_calls_only(monkeypatch):
+    seen = []
+    real = runner.run_rules
+
+    def spy(*args, **kw):
+        seen.append(pd.get_option("mode.string_storage"))
+        return real(*args, **kw)
+    monkeypatch.setattr(runner, "run_rules", spy)
+    before = pd.get_option("mode.string_storage")
+    tl = tracelint.load(EXAMPLE)
+    assert tracelint.lint(tl).findings
+    assert seen == ["python"]
+    assert pd.get_option("mode.string_storage") == before

@@ -30,7 +30,9 @@ def load(source: str | Path, progress: Progress | None = None) -> "Timeline":
     that holds one value throughout is a read-only view (timeline.schema.share_constant_columns):
     `.copy()` a table before writing into it in place."""
     from .importers import load as load_trace
-    return load_trace(source, progress=progress)
+    from .pandas_text import python_text
+    with python_text():
+        return load_trace(source, progress=progress)
 
 
 def available_rules(config: "Config | None" = None) -> list[type["Rule"]]:
@@ -49,7 +51,14 @@ def lint(source: "str | Path | Timeline", config: "Config | None" = None,
          match_cases: bool = True) -> "Report":
     """Lint one trace (a path or a loaded Timeline): the trace-scope rules the config selects,
     minus the findings accepted in its baseline, each finding with the library cases it
-    resembles (match_cases=False skips that, e.g. in a job's per-rank step)."""
+    resembles (match_cases=False skips that, e.g. in a job's per-rank step). pandas keeps
+    text as Python objects meanwhile (tracelint.pandas_text)."""
+    from .pandas_text import python_text
+    with python_text():
+        return _lint(source, config, ncu, progress, match_cases)
+
+
+def _lint(source, config, ncu, progress, match_cases) -> "Report":
     from .engine.config import Config
     from .engine.runner import run_rules
     from .timeline.model import Timeline
