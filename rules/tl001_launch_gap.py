@@ -213,9 +213,9 @@ class LaunchGap(Rule):
             host_top_activity_ns=Measure(int(top.ns) if top else 0, "ns"),
             host_unrecorded_share=Measure(round(hidle.unrecorded_ns / max(hidle.window_ns, 1), 4), "ratio"),
             other_thread_busy_ns=Measure(others[0][1] if others else 0, "ns"))
-        names = d["name"].astype(str).to_numpy()
-        prev = np.flatnonzero(d["end"].to_numpy() == gs[i0])
-        prev_txt = f"`{names[prev[-1]]}`" if len(prev) else "the iteration start"
+        prev = np.flatnonzero(d["end"].to_numpy() == gs[i0])[-1:]   # the row the gap follows
+        prev_txt = f"`{classify.labels_at(d['name'], prev)[0]}`" if len(prev) else \
+            "the iteration start"
         kdur = (d["end"] - d["start"]).to_numpy()
         kernel = Evidence.measured(
             f"Largest gap {duration_text(glen[i0])} between {prev_txt} and "
