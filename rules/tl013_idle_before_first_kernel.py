@@ -7,6 +7,7 @@ import numpy as np
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
+from tracelint.engine.runtime_advice import iteration_start_fix
 from tracelint.timeline import gaps, hostidle, intervals
 from tracelint.whatif.host_time import RemoveHostTime
 
@@ -180,15 +181,15 @@ class IdleBeforeFirstKernel(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"idle_ns": Measure(idle, "ns"), "median_idle_ns": Measure(med, "ns"),
                      "top_category_share": Measure(round(top_share, 4), "ratio")},
-            fix=FIX_BY_ACTIVITY.get(cat, FIX_DEFAULT), key=key)
+            fix=iteration_start_fix(ctx.framework, FIX_BY_ACTIVITY.get(cat, FIX_DEFAULT)), key=key)
 
     @staticmethod
     def _fix(tl, thread, hid, cat, top, hs, he, other_launches=0):
         """(edits, why): remove the host work of the top activity category inside the idle
         windows (RemoveHostTime over the ranges that name it)."""
         if other_launches:
-            return None, (f"{other_launches} of the device's launches come from other host threads (e.g. the "
-                          "autograd engine's backward thread), which wait on this thread in ways the replay "
+            return None, (f"{other_launches} of the device's launches come from other host threads (PyTorch's "
+                          "autograd backward thread, JAX's PjRt workers), which wait on this thread in ways the replay "
                           "does not model: moving this thread's work would not move theirs, so no saving "
                           "can be established")
         if top is None or cat == "unrecorded":

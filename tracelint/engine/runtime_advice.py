@@ -110,6 +110,20 @@ JAX_COPY_FIX = ("Put the inputs on the device ahead of use: jax.device_put the n
                 "results back once every N steps.")
 
 
+#: TL013 in a JAX program: host work between steps holds back the next step's dispatch.
+JAX_ITERATION_START_FIX = (
+    "Dispatch the next step before the host work between steps: JAX dispatches asynchronously, "
+    "so a step issued before the Python work (logging, metrics, preparing the next batch) runs "
+    "while it does, unless a host read in between (float(x), x.item(), np.asarray(x), printing a "
+    "jax.Array) waits for the device first: read metrics once every N steps and prefetch batches "
+    "to the device in a background thread (jax.device_put, flax.jax_utils.prefetch_to_device).")
+
+
+def iteration_start_fix(framework: str, pytorch_fix: str) -> str:
+    """TL013's fix (pytorch_fix: the rule's own, for the host activity it found)."""
+    return JAX_ITERATION_START_FIX if framework == "jax" else pytorch_fix
+
+
 def launch_gap_fix(cause: str, framework: str, pytorch_fix: str) -> str:
     """TL001's fix for a cause, in the program's terms (pytorch_fix: the rule's own)."""
     if framework == "jax":

@@ -11,7 +11,17 @@ second copy of the kernels. On a TPU plane (no stream lines) the `XLA Ops` line 
 work. Host lines hold the CUDA driver calls XLA makes (`cuLaunchKernel`, `cuMemcpy*`,
 `cuStreamSynchronize`, with `correlation_id`), which link to the device rows, and the host
 annotations (`PjitFunction(f)`, TraceAnnotation names; StepTraceAnnotation carries
-`step_num`).
+`step_num`). XLA runs a jitted step as a CUDA graph where it can (command buffers; seen with
+JAX 0.11 on an H200): the host then records `cuGraphLaunch (CudaGraph:N)` and each kernel of
+the graph carries `cuda_graph_id`. Such a kernel is marked graph-launched, and the call is
+read as `cuGraphLaunch`, so the kernels link to it by correlation_id. Without command buffers
+(op-by-op dispatch) the host record of each launch is named after what it launched (the
+kernel's name, `MemcpyH2D`) and carries the device's `correlation_id`: it becomes the driver
+call XLA makes for it (`cuLaunchKernel`, `cuMemcpyHtoDAsync`, ...), so those kernels link too.
+Host records of JAX's dispatch and XLA's runtime (`PjitFunction(f)`, `Class::Method`, `PJRT_*`,
+`jit_f:XLA GPU module`, a thunk named after its kernel or HLO op, ...) become ranges of kind "op", as a
+framework's ops do in PyTorch traces; the rest, the program's own TraceAnnotations among them,
+stay "annotation" (what TL008 judges by name).
 """
 from __future__ import annotations
 
@@ -28,10 +38,18 @@ from ..timeline.model import Device, Meta, Timeline
 from .records import Rows, build_timeline, finish_meta
 
 DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU):(\d+)")
-API_NAME = re.compile(r"^(cu[A-Z]\w*|cuda[A-Z]\w*|hip[A-Z]\w*)$")
+API_NAME = re.compile(r"^(cu[A-Z]\w*|cuda[A-Z]\w*|hip[A-Z]\w*)(?: \(.*\))?$")   # "(CudaGraph:2)"
 COPY_NAME = re.compile(r"^Memcpy(H2D|D2H|D2D|P2P|HtoD|DtoH|DtoD|PtoP)", re.I)
 _COPY_KIND = {"HTOD": "H2D", "DTOH": "D2H", "DTOD": "D2D", "PTOP": "P2P"}
+_COPY_CALL = {"H2D": "cuMemcpyHtoD", "D2H": "cuMemcpyDtoH", "D2D": "cuMemcpyDtoD", "P2P": "cuMemcpyPeer"}
 DERIVED_LINES = ("XLA Modules", "XLA Ops", "Steps")
+#: Host records of JAX's dispatch and XLA's runtime, as JAX 0.11 (XLA GPU, PjRt) names them.
+RUNTIME_NAME = re.compile(
+    r"::|^PjitFunction\(|^PJRT_|^jit_[\w.-]*:XLA \w+ module$|^command_buffer|^\[\d+\] |"
+    r"^(ParseArguments|Wait for \w+ holds|Handle inputs|Handle input event recording|DevicePut|"
+    r"Resolve constant globals|Build buffer allocations|AllocateOutputBuffersWithInputReuse|"
+    r"ComputeSemaphoreAcquire.*|GetEventForComputeStreamSyncPoint|[HD]2[HD] Dispatch|"
+    r"BUFFER_FLUSH|<UNKNOWN>)$")
 _KV = re.compile(r"(\w+):([\w,.\-]+)")
 
 
@@ -70,6 +88,7 @@ def _timeline(events: list) -> Timeline:
     meta.devices = [Device(id=i, name=None, vendor="google" if kind == "TPU" else None)   # model not recorded
                     for kind, i in sorted(set(devices.values()), key=lambda d: d[1])]
     rows = {t: Rows(t) for t in ("kernels", "copies", "memsets", "api_calls", "ranges")}
+    device_ops: set[str] = set()       # names and HLO ops of device work: a host thunk's name
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
@@ -81,13 +100,19 @@ def _timeline(events: list) -> Timeline:
         line = threads.get((pid, tid), "")
         common = dict(start=start, end=start + max(dur, 0), name=name, pid=_int(pid), tid=_int(tid))
         if pid in devices:
+            device_ops.update((name, str(args.get("hlo_op", ""))))
             _device_event(rows, devices[pid][1], pid in has_streams, line, args, common)
-        elif API_NAME.match(name):
-            rows["api_calls"].add(api="driver" if name.startswith("cu") and not name.startswith("cuda")
-                                  else "runtime", correlation=_int(args.get("correlation_id")), **common)
+        elif m := API_NAME.match(name):
+            rows["api_calls"].add(**{**common, "name": m.group(1)},
+                                  api="driver" if name.startswith("cu") and not name.startswith("cuda")
+                                  else "runtime", correlation=_int(args.get("correlation_id")))
+        elif "correlation_id" in args and "device_id" in args:   # a launch, named by what it launched
+            rows["api_calls"].add(**{**common, "name": _launch_call(name, args)}, api="driver",
+                                  correlation=_int(args.get("correlation_id")))
         elif not name.startswith("$"):               # "$file:line fn": Python tracer frames
             step = _int(args.get("step_num"))          # StepTraceAnnotation: an iteration
             rows["ranges"].add(kind="step" if step >= 0 else "annotation", step=step, **common)
+    _mark_runtime_ranges(rows["ranges"], device_ops)
     tl = build_timeline(rows.values(), meta)
     finish_meta(tl, {"cuda": tl.has_gpu_activity, "nvtx": len(tl.ranges)})
     return tl
@@ -114,13 +139,33 @@ def _device_event(rows, device: int, has_streams: bool, line: str, args: dict, c
         else:
             k = dict(_KV.findall(str(args.get("kernel_details", ""))))
             grid, block = _dim3(k.get("grid")), _dim3(k.get("block"))
-            rows["kernels"].add(registers_per_thread=_int(k.get("regs")),
+            rows["kernels"].add(graph_launched=bool(args.get("cuda_graph_id")),
+                                registers_per_thread=_int(k.get("regs")),
                                 static_smem=_int(k.get("static_shared")),
                                 dynamic_smem=_int(k.get("dynamic_shared")),
                                 **{f"grid_{a}": v for a, v in zip("xyz", grid)},
                                 **{f"block_{a}": v for a, v in zip("xyz", block)}, **base)
     elif line in DERIVED_LINES:
         rows["ranges"].add(kind="gpu_annotation", device=device, stream=-1, **common)
+
+
+def _mark_runtime_ranges(ranges: Rows, device_ops: set) -> None:
+    """Host annotations that are JAX's or XLA's own records (a thunk bears the name or HLO op
+    of its device work) become kind "op"."""
+    kinds = ranges.cols["kind"]
+    for i, (kind, name) in enumerate(zip(kinds, ranges.cols["name"])):
+        if kind == "annotation" and (name in device_ops or RUNTIME_NAME.search(name)):
+            kinds[i] = "op"
+
+
+def _launch_call(name: str, args: dict) -> str:
+    """The driver call behind a host launch record that XProf names after the device work."""
+    m = COPY_NAME.match(name)
+    if m:
+        kind = _COPY_KIND.get(m.group(1).upper(), m.group(1).upper())
+        sync = dict(_KV.findall(str(args.get("memcpy_details", "")))).get("async") == "0"
+        return _COPY_CALL.get(kind, "cuMemcpy") + ("" if sync else "Async")
+    return "cuMemsetD8Async" if name.lower().startswith("memset") else "cuLaunchKernel"
 
 
 def _mem_kind(text) -> str:
