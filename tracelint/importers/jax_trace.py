@@ -19,9 +19,9 @@ read as `cuGraphLaunch`, so the kernels link to it by correlation_id. Without co
 kernel's name, `MemcpyH2D`) and carries the device's `correlation_id`: it becomes the driver
 call XLA makes for it (`cuLaunchKernel`, `cuMemcpyHtoDAsync`, ...), so those kernels link too.
 Host records of JAX's dispatch and XLA's runtime (`PjitFunction(f)`, `Class::Method`, `PJRT_*`,
-`jit_f:XLA GPU module`, a thunk named after its kernel or HLO op, ...) become ranges of kind "op", as a
-framework's ops do in PyTorch traces; the rest, the program's own TraceAnnotations among them,
-stay "annotation" (what TL008 judges by name).
+`jit_f:XLA GPU module`, a thunk named after its kernel or HLO op, ...) become ranges of kind
+"op", as a framework's ops are in PyTorch traces; the rest, the program's own TraceAnnotations
+among them, stay "annotation" (what TL008 judges by name).
 """
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def _timeline(events: list) -> Timeline:
         line = threads.get((pid, tid), "")
         common = dict(start=start, end=start + max(dur, 0), name=name, pid=_int(pid), tid=_int(tid))
         if pid in devices:
-            device_ops.update((name, str(args.get("hlo_op", ""))))
+            device_ops.update((name, str(args["hlo_op"])) if "hlo_op" in args else (name,))
             _device_event(rows, devices[pid][1], pid in has_streams, line, args, common)
         elif m := API_NAME.match(name):
             rows["api_calls"].add(**{**common, "name": m.group(1)},
