@@ -49,8 +49,8 @@ class CudaGraphOpportunity(Rule):
     counted and the region's graph-able runs split there. Reported when the short-gap idle is
     at least `min_device_share` of the device's active window. *Re-recording*: graph capture
     (cudaStreamBeginCapture) or instantiation (cudaGraphInstantiate*) inside at least
-    `min_rerecord_share` of the iterations after the first: the graph is rebuilt instead of
-    replayed. Both findings state how graphs are used: cudaGraphLaunch replays versus plain
+    `min_rerecord_share` of the iterations after the first, by more than one capture or
+    instantiation each: the graph is rebuilt instead of replayed. Both findings state how graphs are used: cudaGraphLaunch replays versus plain
     launches, kernels replayed from graphs.
     Why it hurts: each launch costs the host several µs and the device a gap; when the host
     launches slower than the GPU runs the kernels, the GPU waits between them in every
@@ -74,7 +74,8 @@ class CudaGraphOpportunity(Rule):
     Counter-example (when it does not apply): kernels already replayed from a graph (counted
     as replays, never as an opportunity); sequences that change every iteration (dynamic shapes,
     data-dependent control flow) where a graph would be re-captured; GPU-bound regions (the
-    host runs ahead, no idle between kernels); a first capture in the first recorded iteration.
+    host runs ahead, no idle between kernels); a first capture in the first recorded iteration;
+    one graph built once (one capture and its instantiation, which may fall in two iterations).
     TL002 small-op-storm reports the same idle from the kernel-size side: when both fire, their
     fixes are replayed together once in the report's combined saving.
     """
@@ -298,7 +299,9 @@ class CudaGraphOpportunity(Rule):
         build = classify.in_labels(role, ("capture_begin", "instantiate")) & (pos >= 1)
         later = len(steps) - 1
         in_steps = sorted(set(pos[build].tolist()))
-        if not build.any() or len(in_steps) < max(1, opt.min_rerecord_share * later) or build.sum() < 2:
+        built = max(int(((role == "capture_begin") & (pos >= 1)).sum()),
+                    int(((role == "instantiate") & (pos >= 1)).sum()))   # graphs, not calls
+        if not build.any() or len(in_steps) < max(1, opt.min_rerecord_share * later) or built < 2:
             return None
         # host time rebuilding: capture windows (begin .. matching end) and instantiate / update calls
         iv_s, iv_e = [], []
