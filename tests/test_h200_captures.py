@@ -82,3 +82,25 @@ def test_jax_op_by_op_launches_link_and_the_storm_is_found():
     runtime = tl.ranges[tl.ranges["kind"].astype(str) == "op"]["name"].astype(str)
     assert not [f for f in named if f.key in set(runtime)]     # no tail finding on XLA's records
     assert np.isin(["op", "step"], tl.ranges["kind"].astype(str).unique()).all()
+
+
+def test_a_graph_captured_once_is_replayed_not_re_recorded():
+    """The recorded steps hold the warm-up, the one capture and its instantiation (in the next
+    step), then replays: TL038 must not call that re-recording."""
+    raw = _raw("torch_h200_train_step_graphed.json.gz")
+    names = [str(e.get("name", "")) for e in raw if e.get("cat") == "cuda_runtime"]
+    assert names.count("cudaStreamBeginCapture") == 1 and names.count("cudaGraphLaunch") >= 1
+    tl = tracelint.load(HERE / "torch_h200_train_step_graphed.json.gz")
+    launched = tl.api_calls["name"].astype(str).to_numpy() == "cudaGraphLaunch"
+    replayed = np.isin(tl.kernels["correlation"], tl.api_calls["correlation"][launched])
+    assert replayed.any() and (tl.kernels["graph_launched"].to_numpy() == replayed).all()
+    report = tracelint.lint(tl)
+    assert not [f for f in report.findings if f.rule == "TL038" and f.key == "graph-rerecord"]
+
+
+def test_the_memory_timeline_of_a_real_capture():
+    raw = [e for e in _raw("torch_h200_train_step_anti_memory.json.gz") if e.get("name") == "[memory]"]
+    tl = tracelint.load(HERE / "torch_h200_train_step_anti_memory.json.gz")
+    assert len(tl.memory) == len(raw) > 0
+    assert int(tl.memory["total_allocated"].max()) == max(e["args"]["Total Allocated"] for e in raw)
+    assert tracelint.lint(tl).sections["memory"]()["events"] == len(raw)
