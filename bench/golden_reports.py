@@ -1,6 +1,7 @@
 """Findings identical after a speed-up: every report of this checkout against another revision's.
 
-    python bench/golden_reports.py [--base REV] [--base-path DIR] [--scrubbed] [--also] [FILE ...]
+    python bench/golden_reports.py [--base REV] [--base-path DIR] [--ignore KEY ...] [--scrubbed]
+                                   [--also] [FILE ...]
 
 Lints each trace twice, with this working tree and with REV (default HEAD, so uncommitted
 changes are what is checked) checked out in a temporary git worktree, and compares the JSON
@@ -11,7 +12,9 @@ bench/replicate_nvtx_names.py's, which the default set cannot know). Reports are
 --no-scrub; --scrubbed also compares the default, scrubbed, reports (the report sink's path).
 --base-path DIR puts DIR on the other side's PYTHONPATH too: with the default --base HEAD, the
 same code is compared with and without an optional package installed in DIR (pyarrow, which
-pandas uses when it finds it).
+pandas uses when it finds it). --ignore KEY drops that field wherever it appears as well as the
+timings (`--ignore doc`: a change that rewrites a rule's documentation, which every report
+carries, still has its findings compared).
 Prints one line per trace, SAME or DIFF with where the first differences are, and exits 1
 when any differs.
 
@@ -49,11 +52,11 @@ def default_traces() -> list[Path]:
     return out + ([big] if big.exists() else [])
 
 
-def _stable(x):
+def _stable(x, drop: frozenset = VOLATILE):
     if isinstance(x, dict):
-        return {k: _stable(v) for k, v in x.items() if k not in VOLATILE}
+        return {k: _stable(v, drop) for k, v in x.items() if k not in drop}
     if isinstance(x, list):
-        return [_stable(v) for v in x]
+        return [_stable(v, drop) for v in x]
     return x
 
 
@@ -81,7 +84,7 @@ def differences(a, b, path: str = "", out: list | None = None, limit: int = 5) -
 
 
 def lint(checkout: Path, trace: Path, out: Path, scrub: bool, env: dict,
-         extra_path: str = "") -> dict | str:
+         extra_path: str = "", drop: frozenset = VOLATILE) -> dict | str:
     """The stable part of one report, or the reason there is none."""
     argv = [sys.executable, "-m", "tracelint", "lint", str(trace.resolve()), "-f", "json",
             "-o", str(out), "--fail-on", "never"] + ([] if scrub else ["--no-scrub"])
@@ -91,7 +94,7 @@ def lint(checkout: Path, trace: Path, out: Path, scrub: bool, env: dict,
                           capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
         return f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:120]}"
-    return _stable(json.loads(out.read_text()))
+    return _stable(json.loads(out.read_text()), drop)
 
 
 def main() -> int:
@@ -100,11 +103,14 @@ def main() -> int:
     ap.add_argument("--base", default="HEAD", help="revision to compare with (default HEAD)")
     ap.add_argument("--base-path", default="",
                     help="a folder put on the other side's PYTHONPATH too (an optional package)")
+    ap.add_argument("--ignore", action="append", default=[], metavar="KEY",
+                    help="a report field not to compare, wherever it appears (repeatable)")
     ap.add_argument("--scrubbed", action="store_true", help="also compare scrubbed reports")
     ap.add_argument("--also", action="store_true",
                     help="the FILEs after the default traces, not instead of them")
     args = ap.parse_args()
     traces = default_traces() + args.traces if args.also or not args.traces else args.traces
+    drop = VOLATILE | frozenset(args.ignore)
     with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
         base = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(base),
@@ -118,8 +124,9 @@ def main() -> int:
                 print(f"# {'scrubbed' if scrub else '--no-scrub'} reports, this tree against "
                       f"{args.base}" + (f" with {args.base_path}" if args.base_path else ""))
                 for t in traces:
-                    mine = lint(REPO, t, Path(tmp) / "mine.json", scrub, env)
-                    theirs = lint(base, t, Path(tmp) / "theirs.json", scrub, env, args.base_path)
+                    mine = lint(REPO, t, Path(tmp) / "mine.json", scrub, env, drop=drop)
+                    theirs = lint(base, t, Path(tmp) / "theirs.json", scrub, env, args.base_path,
+                                  drop)
                     same = mine == theirs and isinstance(mine, dict)
                     n = len(mine.get("findings", [])) if isinstance(mine, dict) else mine
                     print(f"{'SAME' if same else 'DIFF'} {t.name} ({n} findings)", flush=True)
