@@ -64,3 +64,30 @@ def test_too_deep_or_module_call_is_not_looked_through(tmp_path):
     module = _stack(tmp_path, ("torch/nn/modules/module.py", "_wrapped_call_impl"),
                     ("torch/nn/modules/module.py", "_call_impl"), ("torch/optim/optimizer.py", "zero_grad"))
     assert (module.line, module.line_kind) == (1, "def")      # a module call: never
+
+
+def _site_of(frames: list[tuple[str, str]], in_tree) -> location.SourceSite:
+    """frames innermost first, as Context passes them."""
+    enc = pd.DataFrame({"file": [f for f, _ in frames], "function": [fn for _, fn in frames],
+                        "line": [10] * len(frames), "start": [100] * len(frames),
+                        "end": [200] * len(frames), "depth": list(range(len(frames), 0, -1))})
+    return location.site_in_stack(enc, window=(0, 1000), lines="def", in_tree=in_tree)
+
+
+def test_library_frames_found_in_the_tree_do_not_hide_the_users_program():
+    """tracelint's own capture runner is in the tree when tracelint runs from its checkout; the
+    program it ran is not (it ran from elsewhere): the program's frame is still the site."""
+    frames = [("torch/_dynamo/utils.py", "log_event_start"), ("train.py", "<module>"),
+              ("tracelint/capture/runner.py", "main")]
+    site = _site_of(frames, in_tree=lambda f: f.startswith("tracelint/"))
+    assert (site.file, site.library) == ("train.py", False)
+    # a user file that is in the tree still wins over one that is not
+    site = _site_of([("helpers.py", "f"), ("train.py", "<module>")], in_tree=lambda f: f == "train.py")
+    assert site.file == "train.py"
+
+
+def test_torch_compile_generated_code_is_not_the_users():
+    frames = [("/tmp/torchinductor_alice/lw/clw2akc2mzmaq.py", "call"),
+              ("/home/alice/.triton/cache/ab/kernel.py", "launcher"), ("train.py", "<module>")]
+    assert _site_of(frames, in_tree=None).file == "train.py"
+    assert not location.is_library("/home/alice/torchinductor_notes.py")

@@ -239,7 +239,9 @@ def site_in_stack(enc: pd.DataFrame, window: tuple[int, int] | None,
     lines: "def" (torch.profiler Python tracer) or "call" (stacks that record the current line).
     in_tree: file -> bool, whether the file is found in the user's source tree. torch strips
     the sys.path prefix from frame paths (`transformers/pipelines/base.py`, no site-packages),
-    so when some frame is found there, frames that are not count as library code too.
+    so when some frame is found there, frames that are not count as library code too. Library
+    frames never count as found: tracelint's own capture runner, say, which is in the tree when
+    tracelint runs from its checkout, would make every frame of the user's program library.
     """
     if lines == "native":
         return _native_site(enc)
@@ -250,7 +252,7 @@ def site_in_stack(enc: pd.DataFrame, window: tuple[int, int] | None,
     code = [i for i, f in enumerate(files) if not f.startswith(_MODULE_FRAME)]
     chosen, library = None, False
     real = [i for i in code if not f_builtin(files[i]) and line_vals[i] >= 0]
-    found = {i for i in real if in_tree is not None and in_tree(files[i])}
+    found = {i for i in real if in_tree is not None and not is_library(files[i]) and in_tree(files[i])}
     for i in real:
         if not is_library(files[i]) and (not found or i in found):
             chosen = i

@@ -128,10 +128,11 @@ def is_fp32_cuda_core_gemm(name: str) -> bool:
 
 
 #: Python files that are library code, not the user's: findings point at the innermost frame
-#: outside these.
+#: outside these. torch.compile's generated modules live in TorchInductor's cache
+#: (`/tmp/torchinductor_USER/xx/cxx….py` by default) and Triton's (`~/.triton/cache`).
 LIBRARY_CODE = re.compile(
     r"(site-packages|dist-packages|/lib/python\d|^<|torch/|/torch/|threading\.py|runpy\.py|"
-    r"contextlib\.py|built-in|importlib)")
+    r"contextlib\.py|built-in|importlib|torchinductor_[^/]*/|/\.triton/cache/)")
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
 
 
