@@ -8,8 +8,15 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
-from tracelint.timeline import classify
+from tracelint.timeline import classify, compile_names, intervals
 from tracelint.timeline.summary import percentile
+
+#: The fix when torch.compile compiling again is most of the slow iterations' excess.
+RECOMPILE_TAIL_FIX = ("The slow iterations are torch.compile compiling again (TL037 names each "
+                      "compilation and its cause): give the compiled code inputs of stable shape (pad "
+                      "or bucket the batch), or mark the varying dimension dynamic "
+                      "(torch._dynamo.mark_dynamic, torch.compile(dynamic=True)); then set a "
+                      "regression gate on P99.")
 
 
 
@@ -40,7 +47,9 @@ class TailLatency(Rule):
     A mean hides it, and cold start (compilation, autotuning, cache warm-up) mixed into the steady
     state makes a stable workload look noisy, or a noisy one look stable.
     Evidence: system: count, P50 / P90 / P99 and P99/P50 of the steady state, the tail instances
-    and the window used (with cold start and a cut last iteration named); kernel: for the tail
+    and the window used (with cold start and a cut last iteration named), and the host time
+    torch.compile spends compiling in the tail iterations (when it is at least half their
+    excess, the message names it and the fix is TL037's: stable shapes); kernel: for the tail
     instances against typical ones, how much of the extra time was GPU busy (more or slower
     kernels, with the kernels that grew most) and how much GPU idle (host, data loading, syncs);
     microarch: GPU metrics over the slowest instance when captured.
@@ -143,12 +152,17 @@ class TailLatency(Rule):
         tidx = sidx[tail]
         impact = int((d[tidx] - p50).sum())
         worst = int(sidx[np.argmax(dd)])
+        compiling = int(_compile_ns(tl, s[tidx], e[tidx]).sum())
+        by_compile = impact > 0 and compiling >= impact / 2
         system = Evidence.measured(
             f"{len(dd)} steady iterations: P50 {p50 / 1e6:.3f} ms, {_upper(dd, p50, p90, p99)}; "
             f"{len(tidx)} iteration(s) at "
             f"≥ {opt.ratio:g}× P50 lose {impact / 1e6:.3f} ms over P50; {win_txt}"
             + (f"; cold start excluded: {len(cold)} iteration(s)" if len(cold) else "")
+            + (f"; torch.compile compiles {compiling / 1e6:.3f} ms of host time in them"
+               if compiling else "")
             + ("; " + "; ".join(notes) if notes else "") + ".",
+            compile_ns=Measure(compiling, "ns"),
             iterations=Measure(len(dd), "count"), p50_ns=Measure(p50, "ns"),
             p90_ns=Measure(p90, "ns"), p99_ns=Measure(p99, "ns"),
             p99_over_p50=Measure(round(p99 / p50, 3), "ratio"),
@@ -166,12 +180,14 @@ class TailLatency(Rule):
             message=(f"Iteration {_tail_label(dd)} {_tail_value(dd, p99) / 1e6:.2f} ms is "
                      f"{_tail_value(dd, p99) / p50:.1f}× P50 {p50 / 1e6:.2f} ms (n={len(dd)}); "
                      f"{len(tidx)} slow iteration(s) (worst #{num[worst]}, {d[worst] / 1e6:.2f} ms) "
-                     f"lose {impact / 1e6:.2f} ms"),
+                     f"lose {impact / 1e6:.2f} ms"
+                     + (f", {compiling / 1e6:.2f} ms of it torch.compile compiling again (TL037)"
+                        if by_compile else "")),
             impact_ns=impact, where=where, occurrences=len(tidx),
             windows=_worst_windows(s, e, d, tidx),
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics=_tail_metrics(p50, p99, len(tidx)),
-            key="iterations")
+            key="iterations", **({"fix": RECOMPILE_TAIL_FIX} if by_compile else {}))
 
     # --------------------------------------------------------------------------------------
     def _ranges(self, ctx, name: str, g: pd.DataFrame):
@@ -218,6 +234,17 @@ class TailLatency(Rule):
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics=_tail_metrics(p50, p99, len(tidx)),
             key=f"range|{name}")
+
+
+def _compile_ns(tl, qs: np.ndarray, qe: np.ndarray) -> np.ndarray:
+    """Per window: the host time torch.compile spends compiling in it (Dynamo's and Inductor's
+    ranges, as TL037 reads them), on any thread."""
+    r = tl.ranges
+    if len(r) == 0 or len(qs) == 0:
+        return np.zeros(len(qs), np.int64)
+    comp = classify.name_mask(r["name"], lambda n: compile_names.torch_compile_role(n) == "compile")
+    ms, me = intervals.merge(r["start"].to_numpy()[comp], r["end"].to_numpy()[comp])
+    return intervals.overlap_each(qs, qe, ms, me)
 
 
 def split_cold(d: np.ndarray, ratio: float, window: int, min_steady: int) -> tuple[np.ndarray, np.ndarray]:

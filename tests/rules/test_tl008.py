@@ -112,3 +112,32 @@ def test_real_tl008_dataloader_tail_vs_json():
     assert k == 1 and len(steady) == 29
     assert f.metrics["p50_ns"].value == pytest.approx(p50) and f.metrics["p99_ns"].value == pytest.approx(p99)
     assert f.impact_ns == int(sum(x - p50 for x in steady if x >= 2.0 * p50))
+
+
+def _starts(durations, gap=10 * US):
+    t, out = 1_000_000, []
+    for d in durations:
+        out.append(t)
+        t += d + gap
+    return out
+
+
+@pytest.mark.parametrize("compile_us, named", [(1_500, True), (400, False)])
+def test_tl008_tail_iterations_that_recompile_say_so(compile_us, named):
+    """torch.compile ranges (nested, as Dynamo and Inductor write them) inside the slow
+    iterations: their union is the compile time; when it is most of the excess, the finding
+    names it and gives the recompile fix."""
+    from tracelint.rules.tl008_tail_latency import RECOMPILE_TAIL_FIX
+    d = [1_000 * US + 7 * US * (i % 5) for i in range(30)]
+    d[12], d[25] = 2_600 * US, 3_100 * US
+    at = _starts(d)
+    extra = []
+    for i in (12, 25):
+        s = at[i] + 50 * US
+        extra += [("dynamo", "op", s, s + compile_us * US, -1),
+                  ("entire_frame_compile", "op", s + 10 * US, s + (compile_us - 10) * US, -1)]
+    found = _run(_steps_trace(d, extra=extra), "TL008")
+    (f,) = [f for f in found if f.key == "iterations"]
+    assert f.evidence[Layer.SYSTEM].facts["compile_ns"].value == 2 * compile_us * US
+    assert ("torch.compile compiling again" in f.message) == named
+    assert (f.fix == RECOMPILE_TAIL_FIX) == named
