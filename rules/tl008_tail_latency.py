@@ -19,7 +19,6 @@ RECOMPILE_TAIL_FIX = ("The slow iterations are torch.compile compiling again (TL
                       "regression gate on P99.")
 
 
-
 @dataclass(frozen=True)
 class Options:
     ratio: float = option(1.5, "Report iterations when steady-state P99 / P50 is at least this.")

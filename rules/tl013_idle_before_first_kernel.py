@@ -188,10 +188,10 @@ class IdleBeforeFirstKernel(Rule):
         """(edits, why): remove the host work of the top activity category inside the idle
         windows (RemoveHostTime over the ranges that name it)."""
         if other_launches:
-            return None, (f"{other_launches} of the device's launches come from other host threads (PyTorch's "
-                          "autograd backward thread, JAX's PjRt workers), which wait on this thread in ways the replay "
-                          "does not model: moving this thread's work would not move theirs, so no saving "
-                          "can be established")
+            return None, (f"{other_launches} of the device's launches come from other host threads "
+                          "(PyTorch's autograd backward thread, JAX's PjRt workers), which wait on this "
+                          "thread in ways the replay does not model: moving this thread's work would not "
+                          "move theirs, so no saving can be established")
         if top is None or cat == "unrecorded":
             return None, "nothing is recorded on the launching thread in the idle time: no host work to remove"
         if cat == "sync":

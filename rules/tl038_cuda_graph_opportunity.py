@@ -49,9 +49,10 @@ class CudaGraphOpportunity(Rule):
     counted and the region's graph-able runs split there. Reported when the short-gap idle is
     at least `min_device_share` of the device's active window. *Re-recording*: graph capture
     (cudaStreamBeginCapture) or instantiation (cudaGraphInstantiate*) inside at least
-    `min_rerecord_share` of the iterations after the first, by more than one capture or
-    instantiation each: the graph is rebuilt instead of replayed. Both findings state how graphs are used: cudaGraphLaunch replays versus plain
-    launches, kernels replayed from graphs.
+    `min_rerecord_share` of the iterations after the first, with two or more graphs built
+    (captures or instantiations, whichever are more): the graph is rebuilt instead of replayed.
+    Both findings state how graphs are used: cudaGraphLaunch replays versus plain launches,
+    kernels replayed from graphs.
     Why it hurts: each launch costs the host several µs and the device a gap; when the host
     launches slower than the GPU runs the kernels, the GPU waits between them in every
     iteration. A graph replays the whole captured sequence with one call and the device runs
