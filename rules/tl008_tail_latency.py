@@ -241,7 +241,8 @@ def _compile_ns(tl, qs: np.ndarray, qe: np.ndarray) -> np.ndarray:
     r = tl.ranges
     if len(r) == 0 or len(qs) == 0:
         return np.zeros(len(qs), np.int64)
-    comp = classify.name_mask(r["name"], lambda n: compile_names.torch_compile_role(n) == "compile")
+    comp = classify.in_labels(r["kind"], compile_names.HOST_KINDS) & classify.name_mask(
+        r["name"], lambda n: compile_names.torch_compile_role(n) == "compile")
     ms, me = intervals.merge(r["start"].to_numpy()[comp], r["end"].to_numpy()[comp])
     return intervals.overlap_each(qs, qe, ms, me)
 

@@ -13,8 +13,6 @@ from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify, compile_names, intervals
 from tracelint.whatif.edits import RemoveHostWork
 
-HOST_KINDS = ("op", "annotation", "nvtx")
-
 
 @dataclass(frozen=True)
 class Options:
@@ -77,7 +75,7 @@ class TorchCompileRecompile(Rule):
             return None
         role = np.asarray(classify.classify_categorical(r["name"], lambda n: compile_names.torch_compile_role(n) or ""),
                           dtype=object)
-        host = classify.in_labels(r["kind"], HOST_KINDS)
+        host = classify.in_labels(r["kind"], compile_names.HOST_KINDS)
         if not ((role != "") & host).any():
             return None
         cid = classify.classify_categorical(r["name"], lambda n: "{}/{}".format(*compile_names.compile_id(n))

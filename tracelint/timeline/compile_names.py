@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+#: Range kinds that hold torch.compile's host-side records (TL037, TL008).
+HOST_KINDS = ("op", "annotation", "nvtx")
 
 
 # ----- torch.compile: Dynamo / AOTAutograd / Inductor ranges ---------------------------------
