@@ -77,10 +77,15 @@ def test_without_a_temporary_folder_the_whole_buffer_path_runs(small_limits, mon
     _assert_same(kj.load_kineto(src), _whole_buffer(src, monkeypatch))
 
 
-def test_small_gzip_is_not_staged(tmp_path):
-    src = trace_or_skip(TRACES / "torch" / REAL)
-    assert src.stat().st_size < gs.COMPRESSED_LARGE
-    assert not gs.worth_staging(src)                       # its size hint is below STAGE_MIN
+def test_gzip_is_staged_from_the_size_plain_files_are_read_by_range(tmp_path):
+    """A real trace of 15 MB of text in 1.2 MB of gzip is staged, as a plain file of its size
+    would be read by range; one of 0.3 MB of text is read in memory, as a plain one would."""
+    mid = trace_or_skip(TRACES / "torch" / REAL)
+    small = trace_or_skip(TRACES / "torch" / "hta_alexnet_a100.json.gz")
+    assert mid.stat().st_size < gs.COMPRESSED_LARGE        # chosen by the size hint alone
+    assert gs.STAGE_MIN == kr.STREAM_MIN
+    assert gs.worth_staging(mid)
+    assert not gs.worth_staging(small)
     plain = tmp_path / "plain.json"
     plain.write_bytes(b'{"traceEvents": []}')
     assert not gs.worth_staging(plain)

@@ -19,9 +19,15 @@ import os
 import tempfile
 from pathlib import Path
 
-#: Gzip that expands to less is read in memory (the whole-buffer path): a temporary file of its
-#: text is written only where holding that text would cost memory.
-STAGE_MIN = 64 << 20
+from .kineto_ranges import STREAM_MIN
+
+#: Gzip that expands to less is read in memory (the whole-buffer path). From here on its text
+#: is written out, for the byte-range path that plain files of this size take (kineto_ranges:
+#: several processes, no raw slice per event). It was 64 MiB, set while the ranges were there
+#: to bound memory; every real gzip trace shared with this project (10-56 MB of text) then
+#: loaded in one process, its lint 1.2-1.6x the wall time of the same trace plain
+#: (docs/performance.md, twenty-ninth pass).
+STAGE_MIN = STREAM_MIN
 #: The last four bytes of a gzip member hold its decompressed size modulo 2**32 (RFC 1952): a
 #: file whose size says less than STAGE_MIN is small unless it is this large compressed
 #: (multi-member files and sizes past 4 GiB, whose hint is not the size).
