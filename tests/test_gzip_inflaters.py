@@ -1,5 +1,6 @@
 """Gzip traces inflate to the same bytes, with the same one-line errors, through python-isal
-(the `fast` extra) as through the standard library's zlib (tracelint.io.inflater)."""
+(the `fast` extra) as through the standard library's zlib (tracelint.io.inflater); the ends of
+the text kept while staging one (io.TextEnds) are its ends."""
 from __future__ import annotations
 
 import gzip
@@ -62,3 +63,18 @@ def test_bad_gzip_is_one_line_either_way(inflate, tmp_path, monkeypatch, damage,
     with pytest.raises(TraceFormatError) as err:
         io.gunzip_capped(data, tmp_path / "t.json.gz")
     assert says in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("sizes", [[10], [3, 3, 3, 3], [1, 7, 2, 9, 4, 4, 1], [25], [0, 5, 0, 6]])
+def test_text_ends_keeps_the_first_and_last_window_of_any_blocks(sizes):
+    """The ends the quick secret scan reads of a staged gzip trace, whatever the blocks."""
+    text = bytes(range(256))
+    blocks, at = [], 0
+    for n in sizes:
+        blocks.append(text[at:at + n])
+        at += n
+    seen = text[:at]
+    ends = io.TextEnds(window=6)
+    for b in blocks:
+        ends.add(b)
+    assert ends.ends() == (seen[:6], seen[-6:])

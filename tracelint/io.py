@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections import deque
 import stat
 import tempfile
 from pathlib import Path
@@ -221,17 +222,20 @@ class TextEnds:
     scan of a large trace reads only its metadata, which Kineto writes at both ends)."""
 
     def __init__(self, window: int = 4 << 20):
-        self.window, self._head, self._tail = window, bytearray(), bytearray()
+        self.window, self._head = window, bytearray()
+        self._tail: deque[bytes] = deque()      # the last blocks, as they came: no copy
+        self._tail_bytes = 0
 
     def add(self, block: bytes) -> None:
         if len(self._head) < self.window:
             self._head += block[:self.window - len(self._head)]
-        self._tail += block
-        if len(self._tail) > 2 * self.window:
-            del self._tail[:len(self._tail) - self.window]
+        self._tail.append(block)
+        self._tail_bytes += len(block)
+        while self._tail_bytes - len(self._tail[0]) >= self.window:
+            self._tail_bytes -= len(self._tail.popleft())
 
     def ends(self) -> tuple[bytes, bytes]:
-        return bytes(self._head), bytes(self._tail[-self.window:])
+        return bytes(self._head), b"".join(self._tail)[-self.window:]
 
 
 #: TextEnds of gzip files decompressed whole by the load (importers/gzip_staging), by file
