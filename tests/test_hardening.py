@@ -220,6 +220,20 @@ def test_gzip_bomb_refused(tmp_path):
     assert r.returncode == 2 and "decompression bomb" in r.stderr
 
 
+@pytest.mark.parametrize("head", [
+    b'{"traceEvents":[{"ph":"M","pid":1,"name":"process_name","args":{"name":"/device:GPU:0"}},',
+    b'{"rocprofiler-sdk-tool":[{"metadata":{"pid":1}},',
+], ids=["jax", "rocprofv3"])
+def test_gzip_bomb_refused_by_every_json_importer(tmp_path, head):
+    """A JAX or rocprofv3 trace inflates within the same limits as a Kineto one (io.gunzip_capped):
+    those importers used gzip.decompress, which has none."""
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(head + b" " * (8 << 20) + b"]}"))
+    r = _cli("lint", bomb, cwd=tmp_path, env={"TRACELINT_GZIP_MAX_BYTES": str(1 << 20)})
+    assert r.returncode == 2 and "decompression bomb" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
 def _nsys_copy(tmp_path: Path, *sql: str) -> Path:
     _, s = _planted(tmp_path, {"a": "x"}, device="NVIDIA H100")
     con = sqlite3.connect(s)

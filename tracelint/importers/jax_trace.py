@@ -25,15 +25,14 @@ among them, stay "annotation" (what TL008 judges by name).
 """
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import msgspec
 
 from ..errors import TraceFormatError
+from ..io import gunzip_capped
 from ..timeline.model import Device, Meta, Timeline
 from .records import Rows, build_timeline, finish_meta
 
@@ -58,8 +57,8 @@ def load_jax(path) -> Timeline:
     try:
         raw = path.read_bytes()
         data = msgspec.json.Decoder(float_hook=str).decode(   # exact µs text, no float rounding
-            gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            gunzip_capped(raw, path) if raw[:2] == b"\x1f\x8b" else raw)   # the gzip limits
+    except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"{path}: not valid JSON (truncated?): {exc}") from None

@@ -46,11 +46,12 @@ def load_rocprof_json(path) -> Timeline:
 
 
 def _read(path: Path) -> bytes:
-    import gzip
+    """The file's JSON text; gzip within the limits every gzip read has (io.gunzip_capped)."""
+    from ..io import gunzip_capped
     try:
         raw = path.read_bytes()
-        return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-    except (OSError, EOFError) as exc:
+        return gunzip_capped(raw, path) if raw[:2] == b"\x1f\x8b" else raw
+    except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 
 

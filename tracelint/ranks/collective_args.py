@@ -3,9 +3,7 @@
 collectives: what the bus-bandwidth figures of the job view need and the Timeline does not keep."""
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from ..errors import TraceFormatError
+from ..io import gunzip_capped
 from ..timeline.collectives import canonical_collective, collective_kind, dtype_bytes
 
 _RANK_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?:of(\d+))?", re.I)
@@ -72,8 +72,8 @@ def read_comm_args(path: Path) -> tuple[dict[int, dict], dict[int, dict]]:
     try:
         data = path.read_bytes()
         if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error):
+            data = gunzip_capped(data, path)       # the gzip limits of every read
+    except (OSError, TraceFormatError):
         return {}, {}
     if b"nelems" not in data and b"Collective name" not in data:
         return {}, {}
