@@ -9,6 +9,7 @@ import gzip
 import json
 from decimal import Decimal
 
+import pandas as pd
 import pytest
 
 import tracelint
@@ -123,3 +124,28 @@ def test_truncated_trace_is_one_line_error(trace, tmp_path, cut):
     res = run_cli("lint", bad)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def _tables(tl) -> dict:
+    return {t: getattr(tl, t).reset_index(drop=True)
+            for t in ("kernels", "copies", "memsets", "api_calls", "ranges")}
+
+
+def test_odd_events_are_dropped_and_odd_args_read_as_none(trace, tmp_path):
+    """Events decode into slim structs (only the fields read); a document they do not fit (an
+    event that is not an object, args that are not one) is read event by event instead, with
+    the same tables as the file without those oddities."""
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    odd = dict(doc, traceEvents=doc["traceEvents"] + [
+        7, "text", None,
+        {"ph": "X", "name": "host-note", "pid": 9, "tid": 9, "ts": 5, "dur": 1, "args": ["x"]}])
+    clean = dict(doc, traceEvents=doc["traceEvents"] + [
+        {"ph": "X", "name": "host-note", "pid": 9, "tid": 9, "ts": 5, "dur": 1}])
+    paths = {}
+    for name, d in (("odd", odd), ("clean", clean)):
+        paths[name] = tmp_path / f"{name}.trace.json"
+        paths[name].write_text(json.dumps(d))
+    got, want = (_tables(tracelint.load(paths[k])) for k in ("odd", "clean"))
+    assert (got["ranges"]["name"] == "host-note").sum() == 1
+    for t in want:
+        pd.testing.assert_frame_equal(got[t], want[t])
