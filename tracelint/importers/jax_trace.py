@@ -100,8 +100,10 @@ def load_jax(path) -> Timeline:
         raise TraceFormatError(f"{path}: not valid JSON (truncated?): {exc}") from None
     if not isinstance(events, list):
         raise TraceFormatError(f"{path}: no traceEvents list: not a jax.profiler trace")
+    handed = [events]                     # handed over: the events die before the tables
+    del events
     try:
-        return _timeline(events)
+        return _timeline(handed)
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise TraceFormatError(f"{path}: malformed trace event: {type(exc).__name__}: {exc}") from None
 
@@ -130,7 +132,10 @@ def _event(e: dict) -> _Event:
                   ts=e.get("ts"), dur=e.get("dur", 0), args=args)
 
 
-def _timeline(events: list) -> Timeline:
+def _timeline(handed: list) -> Timeline:
+    """The Timeline of the events in handed[0] (taken from it, so that they are freed once
+    read: 600 k events' structs are a third of the peak)."""
+    events = handed.pop()
     procs, threads = {}, {}
     for e in events:
         a = e.args
@@ -154,18 +159,35 @@ def _timeline(events: list) -> Timeline:
     dur, ok_dur = us_to_ns([e.dur for e in xs])
     ok &= ok_dur
     end = start + np.maximum(dur, 0)
+    kernels: list[tuple] = []          # the two large tables, a tuple per row (Rows.extend)
+    ranges: list[tuple] = []
     for e, start, end in zip(compress(xs, ok), start[ok].tolist(), end[ok].tolist()):
         pid, tid, name = e.pid, e.tid, str(e.name)
         args = e.args or _NO_ARGS
         lane = lines.get((pid, tid))
         if lane is None:
             line = threads.get((pid, tid), "")
-            lane = lines[(pid, tid)] = (line, _stream_of(line), devices.get(pid))
-        common = dict(start=start, end=end, name=name, pid=_int(pid), tid=_int(tid))
+            dev = devices.get(pid)
+            lane = lines[(pid, tid)] = (line, _stream_of(line), dev, _int(pid), _int(tid),
+                                        dev is not None and _device_lane(line, pid in has_streams))
         if lane[2] is not None:
             device_ops.update((name, str(args.hlo_op)) if args.hlo_op is not None else (name,))
-            _device_event(rows, lane[2][1], pid in has_streams, lane, args, common)
-        elif m := API_NAME.match(name):
+            device = lane[2][1]
+            if lane[5] == "ops":
+                m = COPY_NAME.match(name)
+                if m:
+                    _copy(rows["copies"], device, lane[1], name, m, args, start, end)
+                elif name.lower().startswith("memset"):
+                    rows["memsets"].add(device=device, stream=lane[1], start=start, end=end,
+                                        name=name, pid=-1, correlation=_int(args.correlation_id))
+                else:           # the launching process is unknown until linked: pid -1
+                    kernels.append((start, end, name, device, lane[1], _int(args.correlation_id),
+                                    bool(args.cuda_graph_id), _text(args.kernel_details)))
+            elif lane[5] == "derived":
+                ranges.append((start, end, name, lane[3], lane[4], "gpu_annotation", -1, device))
+            continue
+        common = dict(start=start, end=end, name=name, pid=lane[3], tid=lane[4])
+        if m := API_NAME.match(name):
             rows["api_calls"].add(**{**common, "name": m.group(1)},
                                   api="driver" if name.startswith("cu") and not name.startswith("cuda")
                                   else "runtime", correlation=_int(args.correlation_id))
@@ -174,38 +196,53 @@ def _timeline(events: list) -> Timeline:
                                   correlation=_int(args.correlation_id))
         elif not name.startswith("$"):               # "$file:line fn": Python tracer frames
             step = _int(args.step_num)                 # StepTraceAnnotation: an iteration
-            rows["ranges"].add(kind="step" if step >= 0 else "annotation", step=step, **common)
+            ranges.append((start, end, name, lane[3], lane[4],
+                           "step" if step >= 0 else "annotation", step, -1))
+    del events, xs
+    _add_kernels(rows["kernels"], kernels)
+    del kernels
+    if ranges:
+        cols = dict(zip(("start", "end", "name", "pid", "tid", "kind", "step", "device"),
+                        map(list, zip(*ranges))))
+        rows["ranges"].extend(len(ranges), stream=[-1] * len(ranges), **cols)
+    del ranges
     _mark_runtime_ranges(rows["ranges"], device_ops)
     tl = build_timeline(rows.values(), meta)
     finish_meta(tl, {"cuda": tl.has_gpu_activity, "nvtx": len(tl.ranges)})
     return tl
 
 
-def _device_event(rows, device: int, has_streams: bool, lane: tuple, args: _Args,
-                  common: dict) -> None:
-    """One event on a device plane (lane: its line's name and stream): kernel, copy or memset
-    (stream lines, or a TPU's XLA Ops line), else a GPU-annotation range (derived lines) or
-    nothing (other derived lines)."""
-    line, stream = lane[0], lane[1]
+def _device_lane(line: str, has_streams: bool) -> str | None:
+    """What a device plane's line holds: "ops" (kernels, copies, memsets: its stream lines,
+    or a TPU's XLA Ops line), "derived" (the XLA Modules / Ops / Steps groupings of that work:
+    GPU-annotation ranges) or None (other derived lines: nothing)."""
     if has_streams and line.startswith("Stream") or not has_streams and line == "XLA Ops":
-        pid_host = -1    # the launching process is unknown until linked
-        corr = _int(args.correlation_id)
-        m = COPY_NAME.match(common["name"])
-        base = dict(device=device, stream=stream, correlation=corr, start=common["start"],
-                    end=common["end"], name=common["name"], pid=pid_host)
-        if m:
-            details = _details(args.memcpy_details)
-            rows["copies"].add(kind=_COPY_KIND.get(m.group(1).upper(), m.group(1).upper()),
-                               bytes=_int(details.get("size", details.get("num_bytes"))),
-                               src_kind=_mem_kind(details.get("kind_src")),
-                               dst_kind=_mem_kind(details.get("kind_dst")), **base)
-        elif common["name"].lower().startswith("memset"):
-            rows["memsets"].add(**base)
-        else:
-            rows["kernels"].add(graph_launched=bool(args.cuda_graph_id),
-                                **_kernel_facts(args.kernel_details), **base)
-    elif line in DERIVED_LINES:
-        rows["ranges"].add(kind="gpu_annotation", device=device, stream=-1, **common)
+        return "ops"
+    return "derived" if line in DERIVED_LINES else None
+
+
+def _copy(rows: Rows, device: int, stream: int, name: str, m, args: _Args, start: int,
+          end: int) -> None:
+    details = _details(args.memcpy_details)
+    rows.add(kind=_COPY_KIND.get(m.group(1).upper(), m.group(1).upper()),
+             bytes=_int(details.get("size", details.get("num_bytes"))),
+             src_kind=_mem_kind(details.get("kind_src")), dst_kind=_mem_kind(details.get("kind_dst")),
+             device=device, stream=stream, correlation=_int(args.correlation_id), start=start,
+             end=end, name=name, pid=-1)
+
+
+def _add_kernels(rows: Rows, kernels: list[tuple]) -> None:
+    """The kernel rows gathered as tuples, a column at a time; the facts of kernel_details
+    (_kernel_facts) once per distinct text."""
+    if not kernels:
+        return
+    cols = dict(zip(("start", "end", "name", "device", "stream", "correlation", "graph_launched",
+                     "details"), map(list, zip(*kernels))))
+    texts = cols.pop("details")
+    facts = {t: _kernel_facts(t) for t in dict.fromkeys(texts)}
+    for key in next(iter(facts.values())):
+        cols[key] = list(map({t: f[key] for t, f in facts.items()}.__getitem__, texts))
+    rows.extend(len(kernels), pid=[-1] * len(kernels), **cols)
 
 
 def _mark_runtime_ranges(ranges: Rows, device_ops: set) -> None:
@@ -233,9 +270,14 @@ def _mem_kind(text) -> str:
     return next((k for k in ("pageable", "pinned", "device", "managed", "array") if k in t), "unknown")
 
 
+def _text(value) -> str:
+    """A details value as the text it is read as (absent: none)."""
+    return value if type(value) is str else "" if value is None else str(value)
+
+
 def _details(value) -> dict:
     """`key:value ...` of memcpy_details / kernel_details (absent: none; read only: cached)."""
-    return _parsed_details(value if type(value) is str else "" if value is None else str(value))
+    return _parsed_details(_text(value))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -246,7 +288,7 @@ def _parsed_details(text: str) -> dict:
 
 def _kernel_facts(value) -> dict:
     """The Kernels columns kernel_details gives (read only: cached as _details is)."""
-    return _parsed_kernel_facts(value if type(value) is str else "" if value is None else str(value))
+    return _parsed_kernel_facts(_text(value))
 
 
 @lru_cache(maxsize=1 << 16)

@@ -35,6 +35,12 @@ class Rows:
         for col, values, unknown in self._slots:
             values.append(get(col, unknown))
 
+    def extend(self, n: int, **columns: list) -> None:
+        """n rows at once, each given column a list of n values (the others: unknown)."""
+        for col, values, unknown in self._slots:
+            got = columns.get(col)
+            values.extend(got if got is not None else [unknown] * n)
+
     def __len__(self) -> int:
         return len(self.cols["start"]) if "start" in self.cols else len(self.cols["ts"])
 
