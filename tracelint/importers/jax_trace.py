@@ -100,10 +100,8 @@ def load_jax(path) -> Timeline:
         raise TraceFormatError(f"{path}: not valid JSON (truncated?): {exc}") from None
     if not isinstance(events, list):
         raise TraceFormatError(f"{path}: no traceEvents list: not a jax.profiler trace")
-    handed = [events]                     # handed over: the events die before the tables
-    del events
     try:
-        return _timeline(handed)
+        return _timeline(events)
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise TraceFormatError(f"{path}: malformed trace event: {type(exc).__name__}: {exc}") from None
 
@@ -132,10 +130,7 @@ def _event(e: dict) -> _Event:
                   ts=e.get("ts"), dur=e.get("dur", 0), args=args)
 
 
-def _timeline(handed: list) -> Timeline:
-    """The Timeline of the events in handed[0] (taken from it, so that they are freed once
-    read: 600 k events' structs are a third of the peak)."""
-    events = handed.pop()
+def _timeline(events: list) -> Timeline:
     procs, threads = {}, {}
     for e in events:
         a = e.args
@@ -153,7 +148,9 @@ def _timeline(handed: list) -> Timeline:
                     for kind, i in sorted(set(devices.values()), key=lambda d: d[1])]
     rows = {t: Rows(t) for t in ("kernels", "copies", "memsets", "api_calls", "ranges")}
     device_ops: set[str] = set()       # names and HLO ops of device work: a host thunk's name
-    lines: dict = {}                   # (pid, tid) -> (lane name, stream, pid's device or None)
+    # (pid, tid) -> (lane name, stream, the pid's device or None, pid and tid as ints, what
+    # a device lane holds: _device_lane)
+    lines: dict = {}
     xs = [e for e in events if e.ph == "X"]
     start, ok = us_to_ns([e.ts for e in xs])     # exact ns, a column at a time
     dur, ok_dur = us_to_ns([e.dur for e in xs])
@@ -198,7 +195,6 @@ def _timeline(handed: list) -> Timeline:
             step = _int(args.step_num)                 # StepTraceAnnotation: an iteration
             ranges.append((start, end, name, lane[3], lane[4],
                            "step" if step >= 0 else "annotation", step, -1))
-    del events, xs
     _add_kernels(rows["kernels"], kernels)
     del kernels
     if ranges:
@@ -233,7 +229,7 @@ def _copy(rows: Rows, device: int, stream: int, name: str, m, args: _Args, start
 
 def _add_kernels(rows: Rows, kernels: list[tuple]) -> None:
     """The kernel rows gathered as tuples, a column at a time; the facts of kernel_details
-    (_kernel_facts) once per distinct text."""
+    once per distinct text."""
     if not kernels:
         return
     cols = dict(zip(("start", "end", "name", "device", "stream", "correlation", "graph_launched",
@@ -286,13 +282,8 @@ def _parsed_details(text: str) -> dict:
     return dict(_KV.findall(text))
 
 
-def _kernel_facts(value) -> dict:
-    """The Kernels columns kernel_details gives (read only: cached as _details is)."""
-    return _parsed_kernel_facts(_text(value))
-
-
-@lru_cache(maxsize=1 << 16)
-def _parsed_kernel_facts(text: str) -> dict:
+def _kernel_facts(text: str) -> dict:
+    """The Kernels columns a kernel_details text gives."""
     k = _parsed_details(text)
     grid, block = _dim3(k.get("grid")), _dim3(k.get("block"))
     return {"registers_per_thread": _int(k.get("regs")), "static_smem": _int(k.get("static_shared")),
