@@ -27,7 +27,8 @@ class Rows:
         self.table = table
         self.cols: dict[str, list] = {c: [] for c in TABLES[table]}
         # (column, its list, its value when a row does not give one), looked up once: add()
-        # is called per event (5.6 µs a row when it looked both up per column)
+        # is called per event, and looking both up per column was 3.9 of the 17 s of a
+        # profiled 600 k-event JAX load
         self._slots = [(c, v, _UNKNOWN[TABLES[table][c]]) for c, v in self.cols.items()]
 
     def add(self, **row) -> None:
