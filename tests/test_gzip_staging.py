@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, trace_or_skip
 
+import tracelint.io as tracelint_io  # the quick scan's limit lives there
 from tracelint import forking
 from tracelint.errors import TraceFormatError
 from tracelint.importers import gzip_staging as gs
@@ -124,12 +125,12 @@ def test_quick_scan_of_large_gzip_json_reads_metadata_only(tmp_path, monkeypatch
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     text = len(json.dumps(doc).encode())
     assert S.json_size(path) == text > path.stat().st_size
-    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", text - 1)
+    monkeypatch.setattr(tracelint_io, "QUICK_SCAN_LIMIT", text - 1)
     S.clear_cache()
     quick = S.scan_file(path, deep=False)
     assert quick.partial and [h.location for h in quick.secrets if token in h.raw] \
         and not any("traceEvents" in h.location for h in quick.secrets)
-    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", text)
+    monkeypatch.setattr(tracelint_io, "QUICK_SCAN_LIMIT", text)
     S.clear_cache()
     full = S.scan_file(path, deep=False)
     assert not full.partial and any("traceEvents" in h.location for h in full.secrets)
@@ -143,7 +144,7 @@ def test_the_quick_scan_reuses_the_ends_the_staged_load_kept(small_limits, monke
     import tracelint.io as io
     from tracelint.secrets import scan as S
     src = trace_or_skip(TRACES / "torch" / REAL)
-    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", 0)
+    monkeypatch.setattr(tracelint_io, "QUICK_SCAN_LIMIT", 0)
     S.clear_cache()
     again = S.scan_file(src, deep=False)
     kj.load_kineto(src)
@@ -157,6 +158,17 @@ def test_the_quick_scan_reuses_the_ends_the_staged_load_kept(small_limits, monke
     assert io.gzip_ends(src, 4 << 20) is not None and io.gzip_ends(src, 8 << 20) is None
 
 
+def test_a_staged_text_the_quick_scan_reads_whole_keeps_no_ends(small_limits):
+    """Below the quick scan's limit the scan reads the whole text, so the staged load keeps
+    none of it (its ends were 16 MiB of a 21 MB trace's lint peak)."""
+    import tracelint.io as io
+    src = trace_or_skip(TRACES / "torch" / REAL)
+    assert not io.quick_scan_reads_ends(src)
+    io._GZIP_ENDS.clear()
+    kj.load_kineto(src)                                   # staged (small_limits)
+    assert io.gzip_ends(src, 1) is None
+
+
 def test_the_partial_scan_finding_of_a_gzip_trace_does_not_state_its_size_field(monkeypatch):
     """gzip's size field is the size modulo 4 GiB: the finding names the gzip file's size and
     that its JSON is over the limit, which holds either way."""
@@ -166,7 +178,7 @@ def test_the_partial_scan_finding_of_a_gzip_trace_does_not_state_its_size_field(
     from tracelint.engine.runner import run_rules
     from tracelint.secrets import scan as S
     src = trace_or_skip(TRACES / "torch" / REAL)
-    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", 1 << 20)
+    monkeypatch.setattr(tracelint_io, "QUICK_SCAN_LIMIT", 1 << 20)
     S.clear_cache()
     tl = tracelint.load(src)
     tl.meta.source = str(src)

@@ -22,6 +22,7 @@ import msgspec
 import pytest
 
 from conftest import ALL_TRACES, NSYS_TRACES, TRACES, md5, needs_shared, run_cli
+import tracelint.io as tracelint_io  # the quick scan's limit lives there
 from tracelint.secrets import patterns as P
 from tracelint.secrets import scan_file, scrub_report, scrub_text
 from tracelint.secrets.redact import check_file, redact_file
@@ -641,7 +642,7 @@ def test_quick_scan_of_large_json_reads_metadata_and_says_so(tmp_path, monkeypat
            "metadata": {"system": {"env": {"HF_TOKEN": token}}}}
     path = tmp_path / "big.json"
     path.write_text(_json.dumps(doc))
-    monkeypatch.setattr(S, "QUICK_SCAN_LIMIT", 1000)
+    monkeypatch.setattr(tracelint_io, "QUICK_SCAN_LIMIT", 1000)
     S.clear_cache()
     quick = S.scan_file(path, deep=False)
     assert quick.partial and any(token in h.raw for h in quick.secrets)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from .. import io
 from . import patterns as P
-from . import scan
 from .scan import Hit, ScanResult, is_file, scan_file
 
 
@@ -105,7 +105,7 @@ def _partial_scan_finding(rule, ctx, src: str):
     size = Path(src).stat().st_size
     with open(src, "rb") as fh:        # gzip's size field is modulo 4 GiB: not stated as a size
         gz = fh.read(2) == b"\x1f\x8b"
-    what = f"{size / 2**20:.0f} MB gzip file, over {scan.QUICK_SCAN_LIMIT >> 20} MiB of JSON" \
+    what = f"{size / 2**20:.0f} MB gzip file, over {io.QUICK_SCAN_LIMIT >> 20} MiB of JSON" \
         if gz else f"{size / 2**20:.0f} MB file"
     hint = f"tracelint redact --check {src}"
     return rule.finding(
@@ -114,7 +114,7 @@ def _partial_scan_finding(rule, ctx, src: str):
                  f"strings were not scanned; `{hint}` scans everything"),
         impact_ns=0, where=Where(file=str(src)),
         evidence={Layer.SYSTEM: Evidence.not_captured(
-                      f"Events of JSON traces over {scan.QUICK_SCAN_LIMIT >> 20} MiB are not "
+                      f"Events of JSON traces over {io.QUICK_SCAN_LIMIT >> 20} MiB are not "
                       "scanned by lint.", hint),
                   Layer.KERNEL: Evidence.not_applicable("security finding"),
                   Layer.MICROARCH: Evidence.not_applicable("security finding")},

@@ -25,6 +25,8 @@ from typing import Any, Callable
 
 import msgspec
 
+from ..io import json_size, quick_scan_reads_ends  # noqa: F401 - json_size: callers' name
+
 from ..errors import TraceFormatError
 from . import patterns as P
 from .json_slices import RAW_TOP, events_of, read_json_bytes, split_json, suspicious_events
@@ -227,25 +229,6 @@ def json_hits(col: Collector, text: str, parts: list, key: str | None, is_key: b
             col.add(text, m, _generic_path(gparts), lambda: json_path(frozen))
 
 
-#: Above this much JSON, a quick scan (lint's TL100/TL101, report scrubbing) reads only the
-#: trace's metadata: the byte pre-filter over every event costs ~0.8 s per 100 MB (2.3 s on
-#: the 287 MB reference), too much beside a 0.7 s/100 MB load. `tracelint redact [--check]`
-#: always scans everything.
-QUICK_SCAN_LIMIT = 64 << 20
-
-
-def json_size(path: Path) -> int:
-    """Bytes of JSON text in the file: its size, or for gzip the decompressed size its last
-    four bytes give (RFC 1952; modulo 2**32, so never taken below the compressed size)."""
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-        size = os.fstat(fh.fileno()).st_size
-        if not gz or size < 4:
-            return size
-        fh.seek(size - 4)
-        return max(size, int.from_bytes(fh.read(4), "little"))
-
-
 def _head_and_tail(path: Path, window: int) -> tuple[bytes, bytes]:
     """The first and last `window` bytes of the JSON text. Gzip: as the load kept them when it
     decompressed the file (io.gzip_ends), else decompressed a block at a time, keeping only
@@ -285,7 +268,7 @@ def _metadata_only(path: Path, window: int = 4 << 20) -> dict[str, msgspec.Raw] 
 def scan_json(path: str | Path, personal: bool = True, deep: bool = True) -> Collector:
     col = Collector()
     top = None
-    if not deep and json_size(Path(path)) > QUICK_SCAN_LIMIT:
+    if not deep and quick_scan_reads_ends(Path(path)):
         top = _metadata_only(Path(path))
     if top is not None:
         kind, col.partial = "object", True      # no event is read
@@ -341,7 +324,8 @@ def detect_format(path: str | Path) -> str:
 def scan_file(path: str | Path, personal: bool = True, deep: bool = True) -> ScanResult:
     """Hits of a trace file (cached on path, size and mtime). Raises TraceFormatError.
 
-    deep=False allows the quick scan of large JSON traces (metadata only; see QUICK_SCAN_LIMIT).
+    deep=False allows the quick scan of large JSON traces (metadata only; see
+    io.QUICK_SCAN_LIMIT).
     """
     p = Path(path)
     fmt = detect_format(p)
