@@ -83,7 +83,7 @@ def compare(plain: Path, form: Path, name: str, runs: int, tmp: Path) -> dict:
 def real_gzip_traces() -> list[Path]:
     """The shared gzip Kineto traces whose text the byte-range path reads (size hint)."""
     from tracelint.importers.kineto_ranges import STREAM_MIN
-    from tracelint.secrets.scan import json_size
+    from tracelint.io import json_size
     shared = REPO.parent / "shared" / "traces" / "torch"
     return sorted((p for p in shared.glob("*.json.gz") if json_size(p) >= STREAM_MIN),
                   key=json_size)

@@ -124,7 +124,7 @@ def test_quick_scan_of_large_gzip_json_reads_metadata_only(tmp_path, monkeypatch
     path = tmp_path / "big.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     text = len(json.dumps(doc).encode())
-    assert S.json_size(path) == text > path.stat().st_size
+    assert tracelint_io.json_size(path) == text > path.stat().st_size
     monkeypatch.setattr(tracelint_io, "QUICK_SCAN_LIMIT", text - 1)
     S.clear_cache()
     quick = S.scan_file(path, deep=False)

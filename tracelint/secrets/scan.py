@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from ..io import json_size, quick_scan_reads_ends  # noqa: F401 - json_size: callers' name
+from ..io import quick_scan_reads_ends
 
 from ..errors import TraceFormatError
 from . import patterns as P
