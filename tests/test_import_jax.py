@@ -14,11 +14,12 @@ import pytest
 
 import tracelint
 from tracelint.api import available_rules, lint
-from tracelint.importers import sniff
+from tracelint.importers import jax_trace, kineto_ranges, sniff
+from tracelint.importers.jax_tables import JaxColumns
 from tracelint.synth.jax_writer import write_jax_trace
 from tracelint.synth.scenarios import all_scenarios, evaluate, scenario_config
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 #: Cases a jax.profiler trace cannot show: no local-memory field in kernel_details, no GPU
 #: model, register file or compute capability in the trace (the Pascal near-miss, TL021 and
@@ -147,5 +148,87 @@ def test_odd_events_are_dropped_and_odd_args_read_as_none(trace, tmp_path):
         paths[name].write_text(json.dumps(d))
     got, want = (_tables(tracelint.load(paths[k])) for k in ("odd", "clean"))
     assert (got["ranges"]["name"] == "host-note").sum() == 1
+    for t in want:
+        pd.testing.assert_frame_equal(got[t], want[t])
+
+
+def test_an_id_past_int64_reads_as_unknown(trace, tmp_path):
+    """An id no int64 holds makes that row's id unknown, not the trace unreadable."""
+    corr = int(tracelint.load(trace).kernels["correlation"].iloc[0])
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    for e in doc["traceEvents"]:
+        if str(e.get("args", {}).get("correlation_id")) == str(corr):   # the writer writes text
+            e["args"]["correlation_id"] = 2**70
+    path = tmp_path / "t.trace.json"
+    path.write_text(json.dumps(doc))
+    tl = tracelint.load(path)
+    for t in (tl.kernels, tl.api_calls):
+        assert corr not in set(t["correlation"]) and (t["correlation"] == -1).sum() == 1
+
+
+EAGER = REPO / "fixtures" / "captures" / "h200" / "jax_h200_step_eager.trace.json.gz"
+
+
+@pytest.fixture
+def ranges_read(monkeypatch) -> list:
+    """Byte ranges of a few KiB from any size on (they start at 1 MiB, 4 MiB each): the
+    ranges read, as (start, end), are listed in the list returned."""
+    monkeypatch.setattr(kineto_ranges, "STREAM_MIN", 0)
+    monkeypatch.setattr(kineto_ranges, "RANGE_BYTES", 48 << 10)
+    read, real = [], kineto_ranges.read_range
+
+    def spy(path, start, end):
+        read.append((start, end))
+        return real(path, start, end)
+    monkeypatch.setattr(kineto_ranges, "read_range", spy)
+    return read
+
+
+def _whole_tables(path) -> dict:
+    """The tables from the whole file decoded at once (the path small files take)."""
+    got = JaxColumns()
+    got.add(jax_trace._whole(path))
+    return _tables(got.timeline())
+
+
+@pytest.mark.parametrize("layout", ["as captured", "metadata last", "event per line"])
+def test_byte_ranges_give_the_tables_of_the_whole_file(tmp_path, ranges_read, layout):
+    """A file read a byte range at a time gives the tables of the file decoded whole, even
+    where the lanes' names come after their events (decided once every range is in)."""
+    doc = json.loads(gzip.decompress(EAGER.read_bytes()))
+    if layout == "metadata last":
+        ev = doc["traceEvents"]
+        doc["traceEvents"] = [e for e in ev if e.get("ph") != "M"] + [e for e in ev if e.get("ph") == "M"]
+    path = tmp_path / "t.trace.json"
+    path.write_text(json.dumps(doc, separators=(",", ":")) if layout != "event per line" else
+                    json.dumps(doc).replace("}, {\"ph\"", "},\n{\"ph\""))
+    got = _tables(jax_trace.load_jax(path))  # sniffing needs the metadata first, as XProf writes it
+    assert len(ranges_read) > 100                        # read by range, not whole
+    want = _whole_tables(path)
+    assert len(want["kernels"]) > 300 and len(want["copies"]) > 200 and len(want["ranges"]) > 10_000
+    for t in want:
+        pd.testing.assert_frame_equal(got[t], want[t])
+
+
+def test_large_gzip_is_read_by_range_from_a_plain_copy(ranges_read):
+    got = _tables(tracelint.load(EAGER))
+    assert len(ranges_read) > 100
+    want = _whole_tables(EAGER)
+    for t in want:
+        pd.testing.assert_frame_equal(got[t], want[t])
+
+
+def test_a_range_the_structs_do_not_fit_leaves_the_file_to_the_whole_decode(trace, tmp_path,
+                                                                            ranges_read):
+    """An event that is not an object in some range: the whole file is decoded as JSON and
+    read event by event, as a small file is (test_odd_events_are_dropped_...)."""
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    ev = doc["traceEvents"]
+    odd = tmp_path / "odd.trace.json"
+    odd.write_text(json.dumps(dict(doc, traceEvents=ev[:len(ev) // 2] + [7] + ev[len(ev) // 2:])))
+    clean = tmp_path / "clean.trace.json"
+    clean.write_text(json.dumps(doc))
+    got, want = _tables(tracelint.load(odd)), _tables(tracelint.load(clean))
+    assert ranges_read
     for t in want:
         pd.testing.assert_frame_equal(got[t], want[t])

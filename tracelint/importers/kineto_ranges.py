@@ -101,7 +101,7 @@ def _array_end(path: Path, size: int, last_start: int, prefix: bytes) -> tuple[i
     raise NotSplittable("end of traceEvents not found")
 
 
-def _read(path: Path, start: int, end: int) -> bytearray:
+def read_range(path: Path, start: int, end: int) -> bytearray:
     """`[` + the bytes of one range + `]`, read in place: no copy."""
     buf = bytearray(end - start + 2)
     buf[0], buf[-1] = ord("["), ord("]")
@@ -151,7 +151,7 @@ def decode_in_ranges(path: Path, ranges: list[tuple[int, int]], build, report):
     decode = msgspec.json.Decoder(list[TaggedEvent], float_hook=str.encode).decode  # exact ts
     lo, specials, firsts = 0, [], []
     for i, (start, end) in enumerate(ranges):
-        buf = _read(path, start, end)
+        buf = read_range(path, start, end)
         try:
             decoded = decode(buf)
         except msgspec.DecodeError as exc:   # the whole-buffer path words the error
@@ -173,4 +173,4 @@ def flow_events(path: Path, ranges: list[tuple[int, int]], firsts: list[int], ch
     decode = msgspec.json.Decoder(list[Event], float_hook=str.encode).decode
     for lo in sorted(set(chunks)):
         start, end = ranges[firsts.index(lo)]
-        yield [e for e in decode(_read(path, start, end)) if e.cat in flow_cats]
+        yield [e for e in decode(read_range(path, start, end)) if e.cat in flow_cats]

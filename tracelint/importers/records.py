@@ -50,28 +50,33 @@ _UNKNOWN = {"int64": -1, "float64": np.nan, "bool": False, "category": "unknown"
 
 
 def build_timeline(rows: Iterable[Rows], meta: Meta) -> Timeline:
-    """A Timeline from the importer's rows: each table sorted by start, names as categoricals,
-    API version suffixes stripped, ranges nested per thread with ProfilerStep-style steps."""
+    """A Timeline from the importer's rows (see timeline_from_columns)."""
+    return timeline_from_columns({r.table: r.cols for r in rows if len(r)}, meta)
+
+
+def timeline_from_columns(tables: dict[str, dict[str, list | np.ndarray]], meta: Meta) -> Timeline:
+    """A Timeline from each table's columns (lists or arrays of equal length, "start" among
+    them): each table sorted by start, names as categoricals, API version suffixes stripped,
+    ranges nested per thread with ProfilerStep-style steps."""
     tl = Timeline(meta=meta)
-    for r in rows:
-        if not len(r):
-            continue
-        c = dict(r.cols)
-        if r.table == "api_calls":
+    for table, c in tables.items():
+        c = dict(c)
+        if table == "api_calls":
             c["name"] = [classify.strip_api_version(str(n)) for n in c["name"]]
-        if r.table == "ranges":
+        if table == "ranges":
             steps = [s if s >= 0 else _step(str(n)) for s, n in zip(c["step"], c["name"])]
             c["step"] = steps
             c["kind"] = ["step" if s >= 0 else k for s, k in zip(steps, c["kind"])]
         order = np.argsort(np.asarray(c["start"] if "start" in c else c["ts"], np.int64),
                            kind="stable")
         take = itemgetter(*order.tolist()) if len(order) > 1 else None   # one C-level pass
-        c = {k: list(take(v)) if take else v for k, v in c.items()}
-        df = make_table(r.table, c, len(order))
-        if r.table in ("ranges", "python_frames"):
+        c = {k: v[order] if isinstance(v, np.ndarray) else list(take(v)) if take else v
+             for k, v in c.items()}
+        df = make_table(table, c, len(order))
+        if table in ("ranges", "python_frames"):
             group = (df["pid"].to_numpy() << 24) ^ df["tid"].to_numpy()
             df["depth"], df["parent"] = nest(group, df["start"].to_numpy(), df["end"].to_numpy())
-        setattr(tl, r.table, df)
+        setattr(tl, table, df)
     return tl
 
 
