@@ -20,7 +20,7 @@ from tracelint.synth.rocprof_writer import write_rocpd, write_rocprof_json
 
 from conftest import run_cli
 
-WRITERS = {"rocprof-json": (write_rocprof_json, "results.json"),
+WRITERS = {"rocprofv3-json": (write_rocprof_json, "results.json"),
            "rocpd-sqlite": (write_rocpd, "results.db")}
 #: the same formats plus rocpd's newer layout (lanes in rocpd_track, times in rocpd_timestamp)
 LAYOUTS = {**WRITERS, "rocpd-tracks": (partial(write_rocpd, layout="tracks"), "results.db")}
@@ -67,7 +67,7 @@ def written(request, tmp_path_factory):
 
 def _raw_counts(fmt, path) -> dict:
     """Counts and links read straight from the file, without tracelint."""
-    if fmt == "rocprof-json":
+    if fmt == "rocprofv3-json":
         proc = json.loads(path.read_text())["rocprofiler-sdk-tool"][0]
         rec = proc["buffer_records"]
         api_corr = {r["correlation_id"]["internal"] for r in rec["hip_api"]}
@@ -101,7 +101,7 @@ def test_counts_and_links_match_the_raw_file(written):
     fmt, path = written
     assert sniff(path) == fmt.replace("rocpd-tracks", "rocpd-sqlite")
     tl, raw = tracelint.load(path), _raw_counts(fmt, path)
-    assert tl.meta.format == {"rocprof-json": "rocprofv3-json"}.get(fmt, "rocpd-sqlite")
+    assert tl.meta.format == fmt
     got = tl.counts()
     for table in ("kernels", "copies", "api_calls", "ranges"):
         assert got[table] == raw[table], table

@@ -649,3 +649,34 @@ def test_quick_scan_of_large_json_reads_metadata_and_says_so(tmp_path, monkeypat
     S.clear_cache()
     full = S.scan_file(path)
     assert not full.partial and any(token in h.raw for h in full.secrets)
+
+
+WRITTEN_FORMATS = ["kineto-json", "nsys-sqlite", "rocprofv3-json", "rocpd-sqlite", "jax-json"]
+
+
+@pytest.mark.parametrize("fmt", WRITTEN_FORMATS)
+def test_a_token_in_a_range_name_is_flagged_in_every_format(fmt, tmp_path):
+    """TL100 reads the trace file of every format an importer reads (rocprofv3 JSON was
+    skipped: its scanner and importer named the format differently), and the report never
+    holds the token."""
+    from tracelint.api import lint
+    from tracelint.synth.builder import TraceBuilder
+    from tracelint.synth.jax_writer import write_jax_trace
+    from tracelint.synth.rocprof_writer import write_rocpd, write_rocprof_json
+    token = tok("hf_", 34, 40)
+    b = TraceBuilder()
+    with b.range(f"load_weights {token}"):
+        b.launch("gemm_kernel", 50_000)
+    b.sync()
+    write = {"kineto-json": lambda p: b.write_kineto(p), "nsys-sqlite": lambda p: b.write_nsys_sqlite(p),
+             "rocprofv3-json": lambda p: write_rocprof_json(b, p),
+             "rocpd-sqlite": lambda p: write_rocpd(b, p),
+             "jax-json": lambda p: write_jax_trace(b, p)}[fmt]
+    path = tmp_path / {"kineto-json": "t.json", "nsys-sqlite": "t.sqlite", "rocprofv3-json": "results.json",
+                       "rocpd-sqlite": "t.db", "jax-json": "t.trace.json.gz"}[fmt]
+    write(path)
+    report = lint(path)
+    assert report.timeline.meta.format == fmt
+    tl100 = [f for f in report.findings if f.rule == "TL100"]
+    assert [f.key.split("@")[0] for f in tl100] == ["huggingface-token"], [f.key for f in tl100]
+    assert token not in json.dumps(report.to_dict(), default=str)

@@ -25,7 +25,7 @@ NSYS_REP_MAGICS = (b"QDREP", b"NSYS")
 
 
 def sniff(path: Path) -> str:
-    """Return 'nsys-sqlite', 'rocpd-sqlite', 'kineto-json', 'rocprof-json', 'jax-json' or
+    """Return 'nsys-sqlite', 'rocpd-sqlite', 'kineto-json', 'rocprofv3-json', 'jax-json' or
     'nsys-rep' from the file's content (SQLite: its table names; JSON: its first keys)."""
     from ..io import check_input
     check_input(path)              # no such file, directory, FIFO (would block), device
@@ -57,7 +57,7 @@ def json_flavour(head: bytes) -> str:
     """Which Chrome-trace-like JSON: rocprofv3's tool output, a jax.profiler (XLA) trace, or
     Kineto (the default: its keys come in any order)."""
     if b'"rocprofiler-sdk-tool"' in head:
-        return "rocprof-json"
+        return "rocprofv3-json"
     return "jax-json" if looks_like_jax(head) else "kineto-json"
 
 
@@ -127,7 +127,7 @@ def _load(p: Path, progress) -> Timeline:
     elif fmt == "rocpd-sqlite":
         from .rocprof_rocpd import load_rocpd
         tl = load_rocpd(p)
-    elif fmt == "rocprof-json":
+    elif fmt == "rocprofv3-json":
         from .rocprof_json import load_rocprof_json
         tl = load_rocprof_json(p)
     elif fmt == "jax-json":
