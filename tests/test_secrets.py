@@ -680,3 +680,71 @@ def test_a_token_in_a_range_name_is_flagged_in_every_format(fmt, tmp_path):
     tl100 = [f for f in report.findings if f.rule == "TL100"]
     assert [f.key.split("@")[0] for f in tl100] == ["huggingface-token"], [f.key for f in tl100]
     assert token not in json.dumps(report.to_dict(), default=str)
+
+
+def _planted_rocprofv3(path: Path) -> Path:
+    """A rocprofv3 JSON whose records (under a top-level key, not traceEvents) hold the
+    planted Kineto trace's secrets: in a record beside the benign "private_segment_size" key,
+    in nested objects and lists, as a credential-named key's value and as a key."""
+    from tracelint.synth.rocprof_writer import write_rocprof_json
+    from tracelint.synth.builder import TraceBuilder
+    b = TraceBuilder()
+    for i in range(40):
+        b.launch(f"gemm_{i % 3}", 20_000)
+    write_rocprof_json(b, path)
+    doc = json.loads(path.read_text())
+    proc = doc["rocprofiler-sdk-tool"][0]
+    proc["metadata"]["command"] = ["python3", "train.py", "--token", K["hf_env"]]
+    kernels = proc["buffer_records"]["kernel_dispatch"]
+    kernels[3]["dispatch_info"]["note"] = f"Authorization: Bearer {K['jwt']}"
+    kernels[7]["extra"] = {"env": {"DB_PASSWORD": K["password"], "HOME": "/home/alice"}}
+    kernels[9]["extra"] = [[K["aws_list"]], {K["github_key"]: 1}]
+    proc["buffer_records"]["hip_api"][5]["user"] = "alice"
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+@pytest.mark.parametrize("planted", ["kineto", "rocprofv3"])
+def test_values_split_into_items_give_the_hits_of_a_whole_walk(planted, kineto, tmp_path,
+                                                                monkeypatch):
+    """A large value is split into its items and only the array items that could match are
+    decoded: the hits, their order and their counts are those of decoding and walking
+    everything (SPLIT_MIN 0: every value split; past the file's size: none)."""
+    from tracelint.secrets import scan as S
+    path = kineto if planted == "kineto" else _planted_rocprofv3(tmp_path / "results.json")
+
+    def hits(split_min):
+        monkeypatch.setattr(S, "SPLIT_MIN", split_min)
+        S.clear_cache()
+        res = S.scan_file(path)
+        return [(h.location, h.container, h.kind, h.name, h.raw) for h in res.hits], res.counts
+    walked = hits(1 << 40)
+    assert hits(0) == walked
+    assert {h[2] for h in walked[0]} >= {"huggingface-token", "jwt", "env-credential",
+                                          "aws-access-key-id", "github-token"}
+
+
+def test_benign_record_keys_neither_match_nor_make_their_value_match():
+    """What lets the byte pre-filter ignore them (json_slices._BENIGN)."""
+    from tracelint.secrets.scan import _key_interesting
+    for key in P.BENIGN_JSON_KEYS:
+        for k in (key, key.upper()):
+            assert not P.find_matches(k, None, "", True) and not _key_interesting(k)
+            assert not P.find_matches(K["password"], k, "dispatch_info", True)
+
+
+def test_quick_scan_of_a_large_rocprofv3_file_skips_its_records(tmp_path, monkeypatch):
+    """Over the quick scan's limit, a tool's large arrays of records are not read (the scan
+    says so), while the metadata beside them is: the command line's token is found."""
+    from tracelint.api import lint
+    from tracelint.secrets import scan as S
+    path = _planted_rocprofv3(tmp_path / "results.json")
+    monkeypatch.setattr(tracelint_io, "QUICK_SCAN_LIMIT", 1000)
+    monkeypatch.setattr(S, "SPLIT_MIN", 1000)
+    S.clear_cache()
+    quick = S.scan_file(path, deep=False)
+    assert quick.partial
+    assert [h.raw for h in quick.secrets] == [K["hf_env"]]
+    S.clear_cache()
+    tl100 = [f for f in lint(path).findings if f.rule == "TL100"]
+    assert {f.key.split("@")[0] for f in tl100} == {"partial-scan", "huggingface-token"}

@@ -110,12 +110,12 @@ def _partial_scan_finding(rule, ctx, src: str):
     hint = f"tracelint redact --check {src}"
     return rule.finding(
         ctx, severity=Severity.INFO,
-        message=(f"Secret scan limited to the trace's metadata ({what}): event "
-                 f"strings were not scanned; `{hint}` scans everything"),
+        message=(f"Secret scan limited to the trace's metadata ({what}): the strings of "
+                 f"its events or records were not scanned; `{hint}` scans everything"),
         impact_ns=0, where=Where(file=str(src)),
         evidence={Layer.SYSTEM: Evidence.not_captured(
-                      f"Events of JSON traces over {io.QUICK_SCAN_LIMIT >> 20} MiB are not "
-                      "scanned by lint.", hint),
+                      f"Events and records of JSON traces over {io.QUICK_SCAN_LIMIT >> 20} MiB "
+                      "are not scanned by lint.", hint),
                   Layer.KERNEL: Evidence.not_applicable("security finding"),
                   Layer.MICROARCH: Evidence.not_applicable("security finding")},
         metrics={"file_bytes": Measure(size, "bytes")}, key="partial-scan")

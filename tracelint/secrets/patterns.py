@@ -80,12 +80,12 @@ from .kinds import (EMAIL_MARK, HOST_MARK, KIND_LABELS, PERSONAL, PERSONAL_MARKS
                     SECRET, USER_MARK, Match)
 from .masking import NameSet, apply, mask, replacement, scrub_string
 from .personal_data import HOST_KEYS, NAME_STOPLIST, NOT_PERSONAL, USER_KEYS, personal_key_kind
-from .text_scan import (JSON_KEY_NEEDLES, PERSONAL_NEEDLES, SECRET_NEEDLES,
+from .text_scan import (BENIGN_JSON_KEYS, JSON_KEY_NEEDLES, PERSONAL_NEEDLES, SECRET_NEEDLES,
                         containing, find_matches, find_matches_cached, matching, suspect, suspects)
 from .token_shapes import TOKEN_SHAPES
 
 __all__ = [
-    "EMAIL_MARK", "HOST_KEYS", "HOST_MARK", "JSON_KEY_NEEDLES", "KEY_QUALIFIERS",
+    "BENIGN_JSON_KEYS", "EMAIL_MARK", "HOST_KEYS", "HOST_MARK", "JSON_KEY_NEEDLES", "KEY_QUALIFIERS",
     "KIND_LABELS", "Match", "NAME_STOPLIST", "NON_SECRET_NAMES", "NOT_PERSONAL", "NameSet",
     "PERSONAL", "PERSONAL_MARKS", "PERSONAL_NEEDLES", "REDACTED", "REFERENCE_WORDS", "SECRET",
     "SECRET_NEEDLES", "SPECIAL_TOKEN_WORDS", "STRONG_WORDS", "TOKEN_SHAPES", "USER_KEYS",
