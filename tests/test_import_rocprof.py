@@ -152,3 +152,30 @@ def test_json_without_records_is_rejected(tmp_path):
     bad.write_text(json.dumps({"rocprofiler-sdk-tool": [{"buffer_records": {"hip_api": [{"kind": 5}]}}]}))
     res = run_cli("lint", bad)
     assert res.returncode == 2 and "malformed rocprofv3 record" in res.stderr
+
+
+def test_json_record_variants_read_as_the_raw_file_says(tmp_path):
+    """Records are decoded into typed structs: a stream_id wins over the dispatch's queue_id
+    and an empty one reads as absent, numbers written as text are read, and a marker that is
+    not a range needs no thread id; a record without a required field is one line."""
+    path = write_rocprof_json(_workload(), tmp_path / "results.json")
+    doc = json.loads(path.read_text())
+    rec = doc["rocprofiler-sdk-tool"][0]["buffer_records"]
+    k0, k1 = rec["kernel_dispatch"][:2]
+    k0["stream_id"], k1["stream_id"] = {"handle": 42}, {}
+    rec["hip_api"][0]["start_timestamp"] = str(rec["hip_api"][0]["start_timestamp"])
+    mark = dict(rec["marker_api"][0], end_timestamp=rec["marker_api"][0]["start_timestamp"])
+    del mark["thread_id"]
+    rec["marker_api"].append(mark)
+    path.write_text(json.dumps(doc))
+    tl = tracelint.load(path)
+    by_corr = tl.kernels.set_index("correlation")["stream"]
+    assert by_corr[k0["correlation_id"]["internal"]] == 42
+    assert by_corr[k1["correlation_id"]["internal"]] == k1["dispatch_info"]["queue_id"]["handle"]
+    assert int(rec["hip_api"][0]["start_timestamp"]) in set(tl.api_calls["start"])
+    assert len(tl.ranges) == len(rec["marker_api"]) - 1
+    del rec["hip_api"][3]["correlation_id"]
+    path.write_text(json.dumps(doc))
+    res = run_cli("lint", path)
+    assert res.returncode == 2 and "malformed rocprofv3 record" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
