@@ -502,6 +502,24 @@ def test_annotated_trace_round_trips_through_kineto_importer(tmp_path):
         assert cats.get("tracelint") == 12
 
 
+def test_annotated_trace_is_the_same_text_written_a_few_rows_at_a_time(tmp_path, monkeypatch):
+    """The events are made and written BATCH rows at a time; batches of 7 rows (steps renamed
+    to ProfilerStep#N among them, whatever batch they fall in) give the text of one batch."""
+    import gzip
+    from tracelint.reporters import annotate
+    r = make_report(6)
+    rg = r.timeline.ranges
+    steps = (rg["kind"].astype(str) == "step").to_numpy()
+    rg["name"] = rg["name"].astype(str).where(~steps, "iteration " + rg["step"].astype(str)
+                                              ).astype("category")      # named otherwise
+    whole = annotate.render_annotated_trace(r)
+    assert whole.count('"tracelint_name": "iteration ') == steps.sum() > 10
+    monkeypatch.setattr(annotate, "BATCH", 7)
+    assert annotate.render_annotated_trace(r) == whole
+    assert gzip.decompress(annotate.write_annotated_trace(r, tmp_path / "a.json.gz").read_bytes()) \
+        == whole.encode()
+
+
 REAL_TRACES = [TRACES / p for p in (
     "torch/hta_alexnet_a100.json.gz",                    # CUDA, syncs, steps
     "torch/hta_mi250_minitoy_rocm62.json.gz",            # ROCm names and string args

@@ -7,6 +7,7 @@ with one line. Input: `check_input` refuses what would block or is not a file (F
 devices, directories) before an importer opens it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
@@ -16,9 +17,17 @@ from pathlib import Path
 
 
 def write_atomic(path: str | Path, data: str | bytes, private: bool = False) -> None:
-    """Write to a temp file in the same folder, then rename: a crash never leaves half a file.
-    Only a regular file (or a new one) is replaced so: a device node or a FIFO is written
-    straight into (renaming over /dev/null would turn it into a file); a directory is refused.
+    """Write `data` through atomic_writer."""
+    with atomic_writer(path, private) as fh:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | Path, private: bool = False):
+    """A binary file to write into, that becomes `path` on leaving: a temp file in the same
+    folder, then renamed, so a crash never leaves half a file. Only a regular file (or a new
+    one) is replaced so: a device node or a FIFO is written straight into (renaming over
+    /dev/null would turn it into a file); a directory is refused.
 
     The file gets the permissions the user's umask gives new files (mkstemp alone would leave
     0600, which breaks CI artifact uploads and shared report folders); private=True keeps
@@ -34,28 +43,28 @@ def write_atomic(path: str | Path, data: str | bytes, private: bool = False) -> 
         raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise TracelintError(f"{shown}: is a directory; give the output file name")
-    mode = "wb" if isinstance(data, bytes) else "w"
-    enc = {} if mode == "wb" else {"encoding": "utf-8"}
     try:
         if st is not None and not stat.S_ISREG(st.st_mode):
-            with open(path, mode, **enc) as fh:
-                fh.write(data)
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            fh, tmp = open(path, "wb"), None
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            fh = os.fdopen(fd, "wb")
     except OSError as exc:
         raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
     try:
-        if not private:
-            os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, mode, **enc) as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        with fh:
+            if tmp is not None and not private:
+                os.fchmod(fh.fileno(), 0o666 & ~_umask())
+            yield fh
+        if tmp is not None:
+            os.replace(tmp, path)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
         if isinstance(exc, OSError):
             raise TracelintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
         raise
