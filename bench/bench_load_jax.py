@@ -1,12 +1,15 @@
-"""Loading a large jax.profiler trace against `json.load` of the same file, in one run.
+"""Loading a large jax.profiler trace (or any other JSON trace tracelint reads: rocprofv3's)
+against `json.load` of the same file, in one run.
 
     python bench/make_big_jax_trace.py bench/out/jax_big.trace.json
     python bench/bench_load_jax.py [FILE] [--runs 3]
+    python bench/make_big_rocprof_trace.py bench/out/rocprof_big.json
+    python bench/bench_load_jax.py bench/out/rocprof_big.json --runs 3
 
-Each run is a fresh process, the two alternating: `tracelint.load(FILE)` (the JAX importer:
+Each run is a fresh process, the two alternating: `tracelint.load(FILE)` (the importer:
 decode, tables, links) and `json.load(open(FILE))` (decode only). Reported: medians of wall,
 CPU (user + system) and peak RSS (/usr/bin/time), and each as a ratio to json.load's. Not an
-issue target: the figure that says whether a JAX trace costs what its decode costs.
+issue target: the figure that says whether such a trace costs what its decode costs.
 """
 from __future__ import annotations
 
