@@ -91,3 +91,35 @@ def test_torch_compile_generated_code_is_not_the_users():
               ("/home/alice/.triton/cache/ab/kernel.py", "launcher"), ("train.py", "<module>")]
     assert _site_of(frames, in_tree=None).file == "train.py"
     assert not location.is_library("/home/alice/torchinductor_notes.py")
+
+
+def test_source_at_is_the_site_of_the_frames_enclosing_the_time(monkeypatch):
+    """Context.source_at finds a thread's enclosing frames with numpy and remembers the site
+    per set of frames; at every frame's start, middle and end, and with each frame written
+    twice (ties in depth and start), it answers what filtering and sorting the frames with
+    pandas and reading their site did."""
+    import numpy as np
+    import tracelint
+    from conftest import REPO
+    from tracelint.engine.context import Context
+    tl = tracelint.load(REPO / "fixtures" / "captures" / "h200" / "torch_h200_train_step_anti.json.gz")
+    frames = tl.python_frames
+    assert len(frames) > 1000
+    tl.python_frames = pd.concat([frames, frames.iloc[::7]]).reset_index(drop=True)
+    ctx = Context(tl)
+    lines = str(tl.meta.extra.get("python_frame_lines", "def"))
+
+    def by_pandas(pid, tid, t):
+        f = ctx._frames_by_thread.get((pid, tid))
+        enc = f[(f["start"] <= t) & (f["end"] > t)].sort_values(["depth", "start"], ascending=False)
+        site = location.site_in_stack(enc, ctx._frame_window, lines, ctx._in_tree) if len(enc) else None
+        return None if site is None else ctx._narrowed(site)
+    f = tl.python_frames.iloc[::23]
+    times = np.concatenate([f["start"], (f["start"] + f["end"]) // 2, f["end"] - 1, f["end"]])
+    threads = np.tile(f[["pid", "tid"]].to_numpy(), (4, 1))
+    found = 0
+    for (pid, tid), t in zip(threads.tolist(), times.tolist()):
+        got = ctx.source_at(pid, tid, t)
+        assert got == by_pandas(pid, tid, t), (pid, tid, t)
+        found += got is not None
+    assert found > len(times) // 2
