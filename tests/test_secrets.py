@@ -748,3 +748,51 @@ def test_quick_scan_of_a_large_rocprofv3_file_skips_its_records(tmp_path, monkey
     S.clear_cache()
     tl100 = [f for f in lint(path).findings if f.rule == "TL100"]
     assert {f.key.split("@")[0] for f in tl100} == {"partial-scan", "huggingface-token"}
+
+
+@pytest.mark.parametrize("form", ["plain", "gzip", "gzip-paths", "metadata-only", "clean"])
+def test_large_traces_are_scanned_and_redacted_a_byte_range_at_a_time(form, tmp_path, monkeypatch):
+    """From json_slices.STREAM_FROM of text on, the events are read a byte range at a time
+    (gzip from a plain copy) and the redacted copy written as it is made: the hits, their
+    order and the copy are those of reading the file whole. Here every size is large and a
+    range a few events: a token in the first events, the environment and a JSON key."""
+    from tracelint.importers import gzip_staging, kineto_ranges
+    from tracelint.secrets import json_slices
+    monkeypatch.setattr(gzip_staging, "STAGE_MIN", 0)
+    trace = kineto_trace()
+    if form == "metadata-only":                       # the events hold nothing to scrub
+        trace["traceEvents"] = [e for e in trace["traceEvents"]
+                                if not any(s in json.dumps(e, default=str) for s in K.values())]
+    if form == "clean":
+        trace = {"traceEvents": trace["traceEvents"][3:], "schemaVersion": 1}
+    src = write_kineto(tmp_path / ("t.json" if form in ("plain", "metadata-only", "clean")
+                                   else "t.json.gz"), trace)
+    # one event per line, as Kineto writes them (the ranges are cut at such lines)
+    text = (gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes())
+    text = text.replace(b'},{"ph"', b'},\n{"ph"')
+    src.write_bytes(gzip.compress(text) if src.suffix == ".gz" else text)
+    paths = form == "gzip-paths"
+
+    def run(ranged: bool):
+        monkeypatch.setattr(json_slices, "STREAM_FROM", 0 if ranged else 1 << 40)
+        monkeypatch.setattr(kineto_ranges, "RANGE_BYTES", 256)
+        read = []
+        real = kineto_ranges.read_range
+        monkeypatch.setattr(kineto_ranges, "read_range",
+                            lambda *a: read.append(a) or real(*a))
+        clear_cache()
+        checked = scan_file(src)
+        out = tmp_path / f"out{int(ranged)}{''.join(src.suffixes)}"
+        res = redact_file(src, out, paths=paths)
+        copy = out.read_bytes()
+        return ([(h.location, h.kind, h.raw) for h in checked.hits], checked.counts,
+                [(h.location, h.kind, h.raw) for h in res.hits], res.counts, res.changed_cells,
+                gzip.decompress(copy) if copy[:2] == b"\x1f\x8b" else copy), len(read)
+    whole, n_whole = run(False)
+    ranged, n_ranged = run(True)
+    assert n_whole == 0 and n_ranged > 10
+    assert ranged == whole
+    if form == "clean":
+        assert whole[4] == 0 and whole[5] == text         # nothing to scrub: the file verbatim
+    else:
+        assert whole[4] > 0 and not any(s.encode() in whole[5] for s in K.values())

@@ -11,6 +11,8 @@
   JSON: only top-level values / events whose raw bytes could hold a match are decoded (floats
   as Decimal, so timestamps keep every digit), scrubbed (keys and values) and re-encoded; the
   rest is spliced back byte for byte; gzip in, gzip out. Nothing to scrub: a verbatim copy.
+  A trace of 64 MiB of text or more (json_slices.STREAM_FROM) is read a byte range of events
+  at a time and its copy written as it is made: the same copy, in a bounded amount of memory.
 - ``scrub_text(s, paths=False)``: one string.
 - ``scrub_report(report, paths=False)``: everything a reporter may print, in place.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
@@ -28,9 +31,10 @@ from typing import Any
 import msgspec
 
 from ..errors import TracelintError, TraceFormatError
-from ..io import copy_sqlite, write_atomic
+from ..io import atomic_writer, copy_sqlite, write_atomic
 from . import patterns as P
-from .json_slices import BYTE_NEEDLES, events_of, read_json_bytes, split_json, suspicious_events
+from .json_slices import (BYTE_NEEDLES, event_ranges, events_of, range_events, read_json_bytes,
+                          split_json, suspicious_events)
 from .scan import (Collector, Hit, ScanResult, detect_format, json_hits, json_matches,
                    scan_file, walk_json)
 from .sqlite_cells import encode_text, iter_sqlite_text, quote_name
@@ -190,66 +194,162 @@ def _redact_sqlite(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -
 # JSON
 # ----------------------------------------------------------------------------------------
 def _redact_json(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -> RedactResult:
-    data, was_gzip = read_json_bytes(src)
-    kind, top = split_json(src, data)
+    from ..importers.kineto_ranges import NotSplittable
     needles = BYTE_NEEDLES + (tuple(n.lower().encode() for n in names.kinds)
                               if paths and names else ())
+    with event_ranges(src) as cut:
+        if cut is not None and (dst.is_file() or not dst.exists()):   # a copy it can rewind
+            try:
+                return _redact_json_ranges(src, dst, paths, names, needles, *cut)
+            except NotSplittable:
+                pass                              # read whole below
+    data, was_gzip = read_json_bytes(src)
+    kind, top = split_json(src, data)
     del data
-    col = Collector()
-    changed = 0
-
-    def visit(text, parts, key, is_key):
-        nonlocal changed
-        ms = json_matches(text, parts, key, is_key, paths)
-        new = _scrub_with(text, ms, paths, names)
-        if new == text:
-            return None
-        json_hits(col, text, parts, key, is_key,
-                  [m for m in ms if m.category == P.SECRET or paths])
-        changed += 1
-        return new
-
-    def scrub_raw(raw, parts):
-        """The raw slice, or a new Raw when something in it changed."""
-        before = changed
-        obj = _EXACT_DEC.decode(raw)
-        if isinstance(obj, str):
-            key = parts[-1] if parts and isinstance(parts[-1], str) else None
-            nv = visit(obj, list(parts), key, False)
-            obj = nv if nv is not None else obj
-        else:
-            obj = walk_json(obj, list(parts), visit)
-        return msgspec.Raw(_EXACT_ENC.encode(obj)) if changed != before else raw
-
+    scrub = _JsonScrubber(paths, names)
     prefix, events = events_of(kind, top)
     events_changed = False
     for i in suspicious_events(events, needles):
-        new = scrub_raw(events[i], [*prefix, i])
+        new = scrub.raw(events[i], [*prefix, i])
         if new is not events[i]:
             events[i] = new
             events_changed = True
     if kind == "object":
-        out_top: dict[str, Any] = {}
-        for k, raw in top.items():
-            nk = visit(k, [], None, True)
-            nk = nk if nk is not None else k
-            if k == "traceEvents" and events:
-                value = msgspec.Raw(_EXACT_ENC.encode(events)) if events_changed else raw
-            else:
-                value = scrub_raw(raw, [k])       # metadata lives here: always decoded
-            base, n = nk, 2
-            while nk in out_top:
-                nk, n = f"{base}#{n}", n + 1
-            out_top[nk] = value
-        payload: Any = out_top
+        read_apart = None if not events else (
+            msgspec.Raw(_EXACT_ENC.encode(events)) if events_changed else top["traceEvents"])
+        payload: Any = dict(scrub.top(top, read_apart))
     else:
         payload = events
-    if changed == 0:
+    if scrub.changed == 0:
         write_atomic(dst, src.read_bytes())           # nothing to scrub: a verbatim copy
     else:
         body = _EXACT_ENC.encode(payload)
         write_atomic(dst, gzip.compress(body, compresslevel=6, mtime=0) if was_gzip else body)
-    return RedactResult(str(src), str(dst), "kineto-json", col.hits, col.counts, changed)
+    return RedactResult(str(src), str(dst), "kineto-json", scrub.col.hits, scrub.col.counts,
+                        scrub.changed)
+
+
+def _redact_json_ranges(src: Path, dst: Path, paths: bool, names: P.NameSet | None,
+                        needles: tuple, top: dict, plain: Path, ranges: list) -> RedactResult:
+    """_redact_json for a large trace, its events read a byte range at a time (event_ranges)
+    and written out as they are scrubbed, so neither the file nor its events are held whole.
+    The copy is the one the whole read makes: its events joined compactly once one changed,
+    else the array as written; nothing to scrub, the file verbatim."""
+    head = _JsonScrubber(paths, names)       # the top-level values go first in the copy
+    edited = list(head.top(top, msgspec.Raw(b"[]")))
+    scrub = _JsonScrubber(paths, names)
+    gz = _is_gzip(src)
+    with atomic_writer(dst) as fh:
+        events_changed = _write_json(fh, gz, top, edited, lambda out: _scrub_events(
+            scrub, plain, ranges, needles, out))
+        if not events_changed:                # the events as written, or the whole file
+            fh.seek(0)
+            fh.truncate()
+            if head.changed:
+                _write_json(fh, gz, top, edited, lambda out: _copy_bytes(
+                    plain, ranges[0][0] - 1, ranges[-1][1] + 1, out))
+            else:
+                with open(src, "rb") as fin:
+                    shutil.copyfileobj(fin, fh, 1 << 20)
+    scrub.col.extend(head.col)               # the hits in the order a whole read finds them
+    return RedactResult(str(src), str(dst), "kineto-json", scrub.col.hits, scrub.col.counts,
+                        scrub.changed + head.changed)
+
+
+def _write_json(fh, gz: bool, top: dict, edited: list, events) -> Any:
+    """The top-level object as _EXACT_ENC writes it, its traceEvents written by events(out);
+    returns what events returned."""
+    out = gzip.GzipFile(filename="", fileobj=fh, mode="wb", compresslevel=6, mtime=0) if gz else fh
+    got = None
+    out.write(b"{")
+    for n, (source_key, (key, value)) in enumerate(zip(top, edited)):
+        out.write((b"," if n else b"") + _EXACT_ENC.encode(key) + b":")
+        if source_key == "traceEvents":
+            got = events(out)
+        else:
+            out.write(bytes(value))
+    out.write(b"}")
+    if gz:
+        out.close()
+    return got
+
+
+def _scrub_events(scrub: "_JsonScrubber", plain: Path, ranges: list, needles: tuple, out) -> bool:
+    """Scrub the events of the byte ranges and write them to out as a JSON array (as
+    _EXACT_ENC writes a list of raw events); whether any changed."""
+    changed, base = False, 0
+    for chunk in range_events(plain, ranges):
+        for i in suspicious_events(chunk, needles):
+            new = scrub.raw(chunk[i], ["traceEvents", base + i])
+            if new is not chunk[i]:
+                chunk[i], changed = new, True
+        if chunk:
+            out.write((b"[" if base == 0 else b",") + b",".join(map(bytes, chunk)))
+        base += len(chunk)
+    out.write(b"]" if base else b"[]")
+    return changed
+
+
+def _copy_bytes(path: Path, start: int, end: int, out) -> None:
+    with open(path, "rb") as fin:
+        fin.seek(start)
+        left = end - start
+        while left > 0:
+            block = fin.read(min(left, 1 << 20))
+            if not block:
+                raise TracelintError(f"{path}: changed while it was read")
+            out.write(block)
+            left -= len(block)
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+class _JsonScrubber:
+    """The edits redact makes to JSON strings, the hits they remove and how many changed."""
+
+    def __init__(self, paths: bool, names: P.NameSet | None):
+        self.paths, self.names = paths, names
+        self.col, self.changed = Collector(), 0
+
+    def visit(self, text, parts, key, is_key):
+        ms = json_matches(text, parts, key, is_key, self.paths)
+        new = _scrub_with(text, ms, self.paths, self.names)
+        if new == text:
+            return None
+        json_hits(self.col, text, parts, key, is_key,
+                  [m for m in ms if m.category == P.SECRET or self.paths])
+        self.changed += 1
+        return new
+
+    def raw(self, raw, parts):
+        """The raw slice, or a new Raw when something in it changed."""
+        before = self.changed
+        obj = _EXACT_DEC.decode(raw)
+        if isinstance(obj, str):
+            key = parts[-1] if parts and isinstance(parts[-1], str) else None
+            nv = self.visit(obj, list(parts), key, False)
+            obj = nv if nv is not None else obj
+        else:
+            obj = walk_json(obj, list(parts), self.visit)
+        return msgspec.Raw(_EXACT_ENC.encode(obj)) if self.changed != before else raw
+
+    def top(self, top: dict, events: msgspec.Raw | None):
+        """(key, value) of the top-level object scrubbed, keys too (two keys scrubbed to the
+        same text stay two). events: traceEvents' value, read apart; None: it is scrubbed as
+        the other values are."""
+        seen: set[str] = set()
+        for k, raw in top.items():
+            nk = self.visit(k, [], None, True)
+            nk = nk if nk is not None else k
+            value = events if k == "traceEvents" and events is not None else self.raw(raw, [k])
+            base, n = nk, 2
+            while nk in seen:
+                nk, n = f"{base}#{n}", n + 1
+            seen.add(nk)
+            yield nk, value
 
 
 # ----------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from ..io import quick_scan_reads_ends
 
 from ..errors import TraceFormatError
 from . import patterns as P
-from .json_slices import RAW_LIST, RAW_TOP, events_of, read_json_bytes, split_json, suspicious_events
+from .json_slices import (RAW_LIST, RAW_TOP, event_ranges, events_of, range_events, read_json_bytes,
+                          split_json, suspicious_events)
 from .locations import json_path, safe_label
 from .sqlite_cells import iter_sqlite_text, open_readonly
 
@@ -209,6 +210,17 @@ class Collector:
                              category=m.category, name=safe_label(m.name) if m.name else None,
                              preview=P.mask(raw, m.kind), raw=raw))
 
+    def extend(self, other: "Collector") -> None:
+        """other's hits after these, as if they had been added here (capped per group)."""
+        taken: dict[tuple[str, str], int] = {}
+        for h in other.hits:
+            g = (h.kind, h.container)
+            taken[g] = taken.get(g, 0) + 1
+            if self.counts.get(g, 0) + taken[g] <= MAX_HITS_PER_GROUP:
+                self.hits.append(h)
+        for g, n in other.counts.items():
+            self.counts[g] = self.counts.get(g, 0) + n
+
 
 @lru_cache(maxsize=4096)
 def _generic_path(parts: tuple) -> str:
@@ -266,15 +278,33 @@ def _metadata_only(path: Path, window: int = 4 << 20) -> dict[str, msgspec.Raw] 
 
 
 def scan_json(path: str | Path, personal: bool = True, deep: bool = True) -> Collector:
-    col = Collector()
     quick = not deep and quick_scan_reads_ends(Path(path))   # a large file, scanned in part
+    if not quick:
+        from ..importers.kineto_ranges import NotSplittable
+        with event_ranges(path) as cut:
+            if cut is not None:
+                try:
+                    return _scan_json(*cut, personal)
+                except NotSplittable:
+                    pass                          # read whole below
     top = _metadata_only(Path(path)) if quick else None
     if top is not None:
-        kind, col.partial = "object", True      # no event is read
-    else:
-        data, _ = read_json_bytes(path)
-        kind, top = split_json(path, data)        # rejects malformed input
-        del data
+        return _scan_json(top, None, [], personal, quick=True, partial=True)   # no event is read
+    data, _ = read_json_bytes(path)
+    kind, top = split_json(path, data)            # rejects malformed input
+    del data
+    if kind == "array":
+        return _scan_json({}, None, [], personal, events=top, quick=quick)
+    return _scan_json(top, None, [], personal, quick=quick)
+
+
+def _scan_json(top: dict, src: Path | None, ranges: list, personal: bool,
+               events: list | None = None, quick: bool = False, partial: bool = False) -> Collector:
+    """The hits of a top-level object (raw slices per key) and of its events: those of its
+    traceEvents, those given (a top-level array), or those of the byte ranges of src, one
+    range at a time. quick: arrays of records are not read (the scan is then partial)."""
+    col = Collector()
+    col.partial = partial
 
     def visit(text, parts, key, is_key):
         ms = json_matches(text, parts, key, is_key, personal)
@@ -282,17 +312,24 @@ def scan_json(path: str | Path, personal: bool = True, deep: bool = True) -> Col
             json_hits(col, text, parts, key, is_key, ms)
         return None
 
-    prefix, events = events_of(kind, top)
-    if kind == "object":
-        for k, raw in top.items():
-            if k == "traceEvents" and events:
-                continue
-            visit(k, [], None, True)
-            col.partial |= _scan_raw(raw, [k], visit, quick)   # metadata lives here
-    if events and quick:
-        col.partial = True
-    for i in () if quick else suspicious_events(events):
-        _scan_raw(events[i], [*prefix, i], visit)
+    if events is not None:
+        prefix = []
+    else:
+        prefix, events = events_of("object", top)
+    for k, raw in top.items():
+        if k == "traceEvents" and (events or ranges):
+            continue
+        visit(k, [], None, True)
+        col.partial |= _scan_raw(raw, [k], visit, quick)   # metadata lives here
+    if quick:
+        col.partial |= bool(events) or bool(ranges)
+        return col
+    chunks = range_events(src, ranges) if ranges else [events]
+    base = 0
+    for chunk in chunks:
+        for i in suspicious_events(chunk):
+            _scan_raw(chunk[i], [*prefix, base + i], visit)
+        base += len(chunk)
     return col
 
 
