@@ -288,6 +288,32 @@ def test_excerpt_of_whole_span_keeps_everything(tmp_path):
     assert sum(info.kept.values()) == 0 and _schema(tmp_path / "none.sqlite") == _schema(src)
 
 
+@pytest.mark.skipif(not BERT.exists(), reason="shared trace not present")
+def test_cut_to_fit_reads_the_trace_once_and_picks_what_whole_cuts_pick(tmp_path, monkeypatch):
+    """cut_to_fit halves the context until the excerpt fits: the trace is read once for all
+    its cuts, and a cut is given up as soon as its gzip passes the limit; the excerpt chosen
+    is the one that cutting whole at each context, largest first, chooses."""
+    import gzip as gz
+    from tracelint.cases import excerpt
+    from tracelint.cases.kineto_excerpt import KinetoEvents
+    monkeypatch.setattr(KinetoEvents, "_last", None)
+    reads, real = [], excerpt._read_json_bytes
+    monkeypatch.setattr(excerpt, "_read_json_bytes", lambda p: reads.append(p) or real(p))
+    t0, t1 = tracelint.load(BERT).span
+    window, context, limit = (t0 + (t1 - t0) // 2, t0 + (t1 - t0) // 2 + 1000), (t1 - t0) // 2, 24 * 1024
+    info = excerpt.cut_to_fit(BERT, tmp_path / "fit.json.gz", window, context, limit)
+    assert len(reads) == 1 and 0 < info.context_ns < context and info.stored_bytes <= limit
+    ctx = context
+    while True:                                       # the same search, every cut made whole
+        whole = excerpt.cut(BERT, tmp_path / "whole.json.gz", window, ctx)
+        if whole.stored_bytes <= limit:
+            break
+        ctx = ctx // 2 if ctx > 1000 else 0
+    assert (whole.context_ns, whole.kept) == (info.context_ns, info.kept)
+    assert gz.decompress(whole.path.read_bytes()) == gz.decompress(info.path.read_bytes())
+    assert len(reads) == 1
+
+
 # ----- validation -------------------------------------------------------------------------------
 def _mutate(tmp_path: Path, fn) -> Path:
     lib = _copy_case(W4A16, tmp_path)

@@ -20,7 +20,6 @@ size of a .json.gz, the zlib size of a .sqlite. SIZE_LIMIT_BYTES (256 KiB) is th
 """
 from __future__ import annotations
 
-import bisect
 import gzip
 import io
 import os
@@ -28,27 +27,16 @@ import sqlite3
 import tempfile
 import zlib
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
 
-import msgspec
-
-from ..errors import TraceFormatError
-from ..importers.kineto_events import TABLE_OF_CAT
 from ..io import copy_sqlite
 from ..reporters.fmt import fmt_ns
+from .kineto_excerpt import KinetoEvents
 from .model import CaseError
 
 #: Stored (compressed) bytes one excerpt may take; see docs/cases.md for the reasoning.
 SIZE_LIMIT_BYTES = 256 * 1024
 EXCERPT_NAMES = {"kineto-json": "excerpt.json.gz", "nsys-sqlite": "excerpt.sqlite"}
-
-GPU_CATS = {c for c, t in TABLE_OF_CAT.items() if t in ("kernels", "copies", "memsets", "syncs")}
-LAUNCH_CATS = {c for c, t in TABLE_OF_CAT.items() if t == "api_calls"}
-HOST_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
-FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "async"}
-SPAN_CAT = "Trace"
 
 
 @dataclass
@@ -85,6 +73,12 @@ def trace_format(path: str | Path) -> str:
 
 def cut(src: str | Path, out: str | Path, window: tuple[int, int], context_ns: int = 0) -> ExcerptInfo:
     """Write the excerpt of `src` around `window` (ns, the trace's own time base) +- context."""
+    return _cut(src, out, window, context_ns)
+
+
+def _cut(src: str | Path, out: str | Path, window: tuple[int, int], context_ns: int = 0,
+         budget: int | None = None) -> ExcerptInfo:
+    """cut(); budget: a Kineto excerpt stored in more bytes raises _OverBudget, unwritten."""
     src, out = Path(src), Path(out)
     a, b = int(window[0]), int(window[1])
     if b < a:
@@ -97,7 +91,7 @@ def cut(src: str | Path, out: str | Path, window: tuple[int, int], context_ns: i
     lo, hi = a - context_ns, b + context_ns
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "kineto-json":
-        kept = _cut_kineto(src, out, lo, hi, (a, b), context_ns)
+        kept = _cut_kineto(src, out, lo, hi, (a, b), context_ns, budget)
     else:
         kept = _cut_sqlite(src, out, lo, hi)
     return ExcerptInfo(out, fmt, (a, b), int(context_ns), out.stat().st_size, stored_size(out), kept)
@@ -110,8 +104,11 @@ def cut_to_fit(src: str | Path, out: str | Path, window: tuple[int, int], contex
     ctx = max(int(context_ns), 0)
     tried = []
     while True:
-        info = cut(src, out, window, ctx)
-        if info.stored_bytes <= limit:
+        try:   # the last try (no context) is made whole, for the size the error gives
+            info = _cut(src, out, window, ctx, budget=limit if ctx else None)
+        except _OverBudget:
+            info = None
+        if info is not None and info.stored_bytes <= limit:
             return info
         tried.append(ctx)
         if ctx == 0:
@@ -125,22 +122,7 @@ def cut_to_fit(src: str | Path, out: str | Path, window: tuple[int, int], contex
         f"(tried context {', '.join(fmt_ns(c) for c in tried)})")
 
 
-# ----- Kineto --------------------------------------------------------------------------------
-class _Args(msgspec.Struct, gc=False):
-    correlation: Any = None
-
-
-class _Ev(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    args: _Args | None = None
-
-
+# ----- Kineto (which events: kineto_excerpt) ------------------------------------------------
 def _read_json_bytes(path: Path) -> bytes:
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
@@ -149,147 +131,45 @@ def _read_json_bytes(path: Path) -> bytes:
     return raw
 
 
-def _us_ns(v: Any) -> int | None:
-    """Kineto µs (int, or decimal text via float_hook) -> exact int ns."""
-    if v is None or isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v * 1000
-    try:
-        return int(Decimal(str(v)) * 1000)
-    except (InvalidOperation, ValueError):
-        return None
-
-
-def _us_text(ns: int) -> str:
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
-
-
 def _cut_kineto(src: Path, out: Path, lo: int, hi: int, window: tuple[int, int],
-                context_ns: int) -> dict[str, int]:
-    data = _read_json_bytes(src)
-    try:
-        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
-        raws = msgspec.json.decode(top["traceEvents"], type=list[msgspec.Raw]) \
-            if "traceEvents" in top else None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TraceFormatError(f"{src}: not a Kineto trace: {exc}") from None
-    if raws is None:
-        raise TraceFormatError(f"{src}: not a Kineto trace: no traceEvents")
-    dec = msgspec.json.Decoder(_Ev, float_hook=str)
-    evs: list[_Ev | None] = []
-    for r in raws:
-        try:
-            evs.append(dec.decode(r))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            evs.append(None)
-
-    n = len(evs)
-    keep = [False] * n
-    ts = [None] * n
-    end = [None] * n
-    for i, e in enumerate(evs):
-        if e is None:
-            continue
-        t = _us_ns(e.ts)
-        ts[i] = t
-        end[i] = t + (_us_ns(e.dur) or 0) if t is not None else None
-        if e.ph == "M":
-            keep[i] = True
-        elif e.ph in ("s", "f", "t") and e.cat in FLOW_CATS:
-            continue                                   # decided with their GPU event below
-        elif t is None:
-            keep[i] = e.ph not in ("X", "B", "E")
-        elif e.ph == "X":
-            keep[i] = t <= hi and end[i] >= lo
-        else:
-            keep[i] = lo <= t <= hi
-
-    def corr_of(e: _Ev) -> int | None:
-        c = e.args.correlation if e.args is not None else None
-        return c if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else None
-
-    # flows: id by (pid, tid, ts) of their end ("f", at the GPU event) and start ("s", at the call)
-    f_at: dict[tuple, int] = {}
-    s_at: dict[tuple, int] = {}
-    for i, e in enumerate(evs):
-        if e is not None and e.cat in FLOW_CATS and isinstance(e.id, int):
-            (f_at if e.ph == "f" else s_at if e.ph == "s" else {})[(e.pid, e.tid, ts[i])] = e.id
-    gpu_corr: set[int] = set()
-    for i, e in enumerate(evs):
-        if keep[i] and e is not None and e.ph == "X" and e.cat in GPU_CATS:
-            c = corr_of(e)
-            if c is None:
-                c = f_at.get((e.pid, e.tid, ts[i]))
-            if c is not None:
-                gpu_corr.add(c)
-    extra_calls: dict[tuple, list[int]] = {}
-    for i, e in enumerate(evs):
-        if e is None or keep[i] or e.ph != "X" or e.cat not in LAUNCH_CATS:
-            continue
-        c = corr_of(e)
-        if c is None:
-            c = s_at.get((e.pid, e.tid, ts[i]))
-        if c is not None and c in gpu_corr:
-            keep[i] = True
-            extra_calls.setdefault((e.pid, e.tid), []).append(ts[i])
-    for calls in extra_calls.values():
-        calls.sort()
-    if extra_calls:   # host ranges on the call's thread that enclose an out-of-window call
-        for i, e in enumerate(evs):
-            if keep[i] or e is None or e.ph != "X" or e.cat not in HOST_CATS or ts[i] is None:
-                continue
-            calls = extra_calls.get((e.pid, e.tid))
-            if calls:
-                j = bisect.bisect_left(calls, ts[i])
-                if j < len(calls) and calls[j] <= end[i]:
-                    keep[i] = True
-    for i, e in enumerate(evs):
-        if e is not None and e.cat in FLOW_CATS and e.ph in ("s", "f", "t") and e.id in gpu_corr:
-            keep[i] = True
-
-    kept_raws: list[msgspec.Raw] = []
+                context_ns: int, budget: int | None = None) -> dict[str, int]:
+    """Write the excerpt; with a budget, _OverBudget as soon as its gzip passes that many
+    bytes (nothing is written: the rest of a large excerpt is never made or compressed)."""
+    events = KinetoEvents.of(src, _read_json_bytes)
     counts: dict[str, int] = {}
-    kept_ts = [ts[i] for i in range(n) if keep[i] and ts[i] is not None and evs[i].ph != "M"]
-    kept_end = [end[i] for i in range(n) if keep[i] and end[i] is not None and evs[i].ph != "M"
-                and evs[i].cat != SPAN_CAT]
-    for i in range(n):
-        if not keep[i]:
-            continue
-        e = evs[i]
-        raw = raws[i]
-        if e is not None and e.cat == SPAN_CAT and e.ph == "X" and ts[i] is not None:
-            s0 = max(ts[i], min(kept_ts, default=lo))
-            s1 = min(end[i], max(kept_end, default=hi))
-            raw = _retime(raw, s0, max(s1 - s0, 0))
-        kept_raws.append(raw)
-        key = e.cat if e is not None and e.cat else (e.ph if e is not None else "?")
-        counts[key] = counts.get(key, 0) + 1
-
-    top["traceEvents"] = msgspec.Raw(b"[\n" + b",\n".join(bytes(r) for r in kept_raws) + b"\n]")
-    top["tracelintExcerpt"] = msgspec.Raw(msgspec.json.encode({
-        "source": src.name, "window_ns": [window[0], window[1]], "context_ns": int(context_ns),
-        "events": len(kept_raws), "source_events": n}))
-    payload = msgspec.json.encode(top)
-    _write_gz(out, payload)
+    pieces = events.payload(events.keep(lo, hi), lo, hi, {
+        "source": src.name, "window_ns": [window[0], window[1]], "context_ns": int(context_ns)},
+        counts)
+    _write_gz(out, pieces, budget)
     return counts
 
 
-def _retime(raw: msgspec.Raw, ts_ns: int, dur_ns: int) -> msgspec.Raw:
-    """The same event with ts/dur replaced (exact µs text with 3 decimals)."""
-    d = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
-    d["ts"] = msgspec.Raw(_us_text(ts_ns).encode())
-    d["dur"] = msgspec.Raw(_us_text(dur_ns).encode())
-    return msgspec.Raw(msgspec.json.encode(d))
+class _OverBudget(Exception):
+    """An excerpt's gzip passed its budget while it was being made."""
 
 
-def _write_gz(path: Path, payload: bytes) -> None:
-    """Deterministic gzip (mtime 0, no file name), written atomically."""
-    buf = io.BytesIO()
+class _Budgeted(io.BytesIO):
+    def __init__(self, budget: int | None):
+        super().__init__()
+        self.budget, self.over = budget, False
+
+    def write(self, b) -> int:
+        if self.over:
+            return len(b)
+        n = super().write(b)
+        if self.budget is not None and self.tell() > self.budget:
+            self.over = True                       # later writes (gzip's close) are dropped
+            raise _OverBudget
+        return n
+
+
+def _write_gz(path: Path, pieces, budget: int | None = None) -> None:
+    """Deterministic gzip (mtime 0, no file name) of the pieces, written atomically;
+    _OverBudget when it passes `budget` bytes."""
+    buf = _Budgeted(budget)
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
-        gz.write(payload)
+        for piece in pieces:
+            gz.write(piece)
     _atomic_bytes(path, buf.getvalue())
 
 
