@@ -28,7 +28,8 @@ LAYERS: list[tuple[str, int]] = [
     ("tracelint.efficiency", 4),
     ("tracelint.whatif", 2),           # reads only the timeline; engine/savings.py replays fixes with it
     ("tracelint.rules", 5), ("tracelint.synth.scenarios", 5),   # scenarios name rules and configs
-    ("tracelint.cases.model", 6), ("tracelint.cases.excerpt", 6), ("tracelint.cases.match", 6),
+    ("tracelint.cases.model", 6), ("tracelint.cases.excerpt", 6), ("tracelint.cases.kineto_excerpt", 6),
+    ("tracelint.cases.match", 6),
     ("tracelint.cases.library", 6), ("tracelint.cases.preconditions", 6), ("tracelint.cases.yaml_style", 6),
     ("tracelint.api", 7),
     ("tracelint.reporters", 8), ("tracelint.analysis", 8), ("tracelint.cases", 8),
