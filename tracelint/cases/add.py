@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .excerpt import EXCERPT_NAMES, SIZE_LIMIT_BYTES, cut_to_fit, trace_format
+from .kineto_excerpt import KinetoEvents
 from .model import (ID_RE, TODO, Case, CaseError, Excerpt, Expected, Metric, Rollback,
                     save_case)
 
@@ -269,6 +270,7 @@ def create_case(trace: str | Path, library: str | Path, *, finding=None, timelin
         forget_library(library)
         return Added(case, info.bytes, info.stored_bytes, info.context_ns, ex_f, n_personal, tried)
     finally:
+        KinetoEvents.forget()                      # the trace read for the cuts
         if tmpdir.exists():
             shutil.rmtree(tmpdir, ignore_errors=True)
 

@@ -81,6 +81,11 @@ class KinetoEvents:
             cls._last = (key, cls(src, data_of(src)))
         return cls._last[1]
 
+    @classmethod
+    def forget(cls) -> None:
+        """Free the last trace read (case add is done with it)."""
+        cls._last = None
+
     def __init__(self, src: Path, data: bytes):
         try:
             self.top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
