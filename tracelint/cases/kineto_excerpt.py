@@ -112,11 +112,12 @@ class KinetoEvents:
             return np.fromiter((v in wanted for v in values), bool, n)
         self.is_meta = ok & among(ph, ("M",))
         is_x = ok & among(ph, ("X",))
-        self.is_x, self.is_span = is_x, is_x & among(cat, (SPAN_CAT,))
+        self.is_span = is_x & among(cat, (SPAN_CAT,))
         self.is_flow = ok & among(ph, ("s", "f", "t")) & among(cat, FLOW_CATS)
         self.kind = [c if c else p if e is not None else "?" for e, p, c in zip(evs, ph, cat)]
-        # the start test of a cut, per event (the per-event reading's order of cases): None
-        # never kept; "always"; "x" (overlaps); "in" (starts within)
+        # how a cut's window decides an event: kept always, if it overlaps the window (timed
+        # complete events), or if it starts within it (other timed events); flows and events
+        # that do not decode are decided by the GPU events kept (keep)
         timed_x = is_x & has_ts
         self.always = self.is_meta | (ok & ~self.is_flow & ~has_ts & ~among(ph, ("X", "B", "E")))
         self.overlaps = ~self.is_meta & ~self.is_flow & timed_x
