@@ -164,6 +164,15 @@ def _env_limit(name: str, default: int) -> int:
         return default
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def decompressed(data: bytes, path: str | Path) -> bytes | bytearray:
+    """A trace file's bytes as text: gunzipped within the limits (gunzip_capped) when they start
+    with the gzip magic, whatever the file's name; else as they are."""
+    return gunzip_capped(data, path) if data[:2] == GZIP_MAGIC else data
+
+
 def gunzip_capped(data: bytes, path: str | Path) -> bytearray:
     """Stream-decompress gzip `data` (all members) within the limits above; TraceFormatError
     (one line) when the data is corrupt or expands past a limit. The text is returned in the

@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..io import copy_sqlite
+from ..io import copy_sqlite, decompressed
 from ..reporters.fmt import fmt_ns
 from .kineto_excerpt import KinetoEvents
 from .model import CaseError
@@ -124,11 +124,7 @@ def cut_to_fit(src: str | Path, out: str | Path, window: tuple[int, int], contex
 
 # ----- Kineto (which events: kineto_excerpt) ------------------------------------------------
 def _read_json_bytes(path: Path) -> bytes:
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        from ..io import gunzip_capped
-        return gunzip_capped(raw, path)
-    return raw
+    return decompressed(path.read_bytes(), path)
 
 
 def _cut_kineto(src: Path, out: Path, lo: int, hi: int, window: tuple[int, int],

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TraceFormatError
+from ..io import GZIP_MAGIC
 from .. import collector
 
 if TYPE_CHECKING:
     from ..timeline.model import Timeline
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
 NSYS_REP_MAGICS = (b"QDREP", b"NSYS")
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import msgspec
 
 from ..errors import TraceFormatError
-from ..io import gunzip_capped
+from ..io import decompressed
 from ..timeline.model import Timeline
 from . import kineto_ranges as kr
 from .jax_tables import NO_ARGS, Args, Event, JaxColumns
@@ -82,10 +82,7 @@ def _in_ranges(path: Path) -> JaxColumns | None:
 
 
 def _whole(path: Path) -> list[Event]:
-    raw = path.read_bytes()
-    text = gunzip_capped(raw, path) if raw[:2] == b"\x1f\x8b" else raw   # the gzip limits
-    del raw
-    events = _decode_events(text)
+    events = _decode_events(decompressed(path.read_bytes(), path))   # the gzip limits
     if not isinstance(events, list):
         raise TraceFormatError(f"{path}: no traceEvents list: not a jax.profiler trace")
     return events

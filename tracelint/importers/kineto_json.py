@@ -182,10 +182,8 @@ def _read(path: Path) -> bytes:
         data = path.read_bytes()
     except OSError as exc:
         raise _fail(path, f"cannot read: {exc.strerror or exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        from ..io import gunzip_capped
-        data = gunzip_capped(data, path)          # bounded: ratio and absolute caps
-    return data
+    from ..io import decompressed
+    return decompressed(data, path)               # bounded: ratio and absolute caps
 
 
 def _decode_top(path: Path, data: bytes) -> tuple[Top, list[msgspec.Raw]]:

@@ -69,7 +69,8 @@ def timeline_from_columns(tables: dict[str, dict[str, list | np.ndarray]], meta:
             c["kind"] = ["step" if s >= 0 else k for s, k in zip(steps, c["kind"])]
         order = np.argsort(np.asarray(c["start"] if "start" in c else c["ts"], np.int64),
                            kind="stable")
-        take = itemgetter(*order.tolist()) if len(order) > 1 else None   # one C-level pass
+        lists = any(not isinstance(v, np.ndarray) for v in c.values())
+        take = itemgetter(*order.tolist()) if lists and len(order) > 1 else None   # one C pass
         c = {k: v[order] if isinstance(v, np.ndarray) else list(take(v)) if take else v
              for k, v in c.items()}
         df = make_table(table, c, len(order))

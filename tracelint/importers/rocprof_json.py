@@ -129,11 +129,10 @@ def load_rocprof_json(path) -> Timeline:
 
 
 def _read(path: Path) -> bytes:
-    """The file's JSON text; gzip within the limits every gzip read has (io.gunzip_capped)."""
-    from ..io import gunzip_capped
+    """The file's JSON text; gzip within the limits every gzip read has (io.decompressed)."""
+    from ..io import decompressed
     try:
-        raw = path.read_bytes()
-        return gunzip_capped(raw, path) if raw[:2] == b"\x1f\x8b" else raw
+        return decompressed(path.read_bytes(), path)
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 

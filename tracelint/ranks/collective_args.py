@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
-from ..io import gunzip_capped
+from ..io import decompressed
 from ..timeline.collectives import canonical_collective, collective_kind, dtype_bytes
 
 _RANK_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?:of(\d+))?", re.I)
@@ -70,9 +70,7 @@ def read_comm_args(path: Path) -> tuple[dict[int, dict], dict[int, dict]]:
 
     A narrow second pass: skipped (no decode at all) when the file never mentions the keys."""
     try:
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gunzip_capped(data, path)       # the gzip limits of every read
+        data = decompressed(path.read_bytes(), path)   # the gzip limits of every read
     except (OSError, TraceFormatError):
         return {}, {}
     if b"nelems" not in data and b"Collective name" not in data:

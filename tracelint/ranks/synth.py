@@ -40,7 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..io import gunzip_capped
+from ..io import decompressed
 from ..timeline import classify
 
 GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
@@ -99,9 +99,7 @@ class RawTrace:
 
     @classmethod
     def load(cls, path: str | Path) -> "RawTrace":
-        raw = Path(path).read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gunzip_capped(raw, path)         # the gzip limits of every read
+        raw = decompressed(Path(path).read_bytes(), path)   # the gzip limits of every read
         return cls.from_json(json.loads(raw, parse_float=Decimal))
 
     # ----- masks ---------------------------------------------------------------------------

@@ -50,10 +50,8 @@ def read_json_bytes(path: str | Path) -> tuple[bytes, bool]:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        from ..io import gunzip_capped
-        return gunzip_capped(data, path), True
-    return data, False
+    from ..io import GZIP_MAGIC, decompressed
+    return decompressed(data, path), data[:2] == GZIP_MAGIC
 
 
 def split_json(path: str | Path, data: bytes) -> tuple[str, dict[str, msgspec.Raw] | list[msgspec.Raw]]:
