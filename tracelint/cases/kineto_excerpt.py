@@ -101,6 +101,7 @@ class KinetoEvents:
         ok = np.fromiter((e is not None for e in evs), bool, n)
         ph = [e.ph if e is not None else "" for e in evs]
         cat = [e.cat if e is not None else "" for e in evs]
+        self.kind = [c if c else p if e is not None else "?" for e, p, c in zip(evs, ph, cat)]
         ts = [us_ns(e.ts) if e is not None else None for e in evs]
         has_ts = np.fromiter((t is not None for t in ts), bool, n)
         self.ts = np.fromiter((t if t is not None else 0 for t in ts), np.int64, n)
@@ -108,13 +109,15 @@ class KinetoEvents:
                                          np.int64, n)
         self.has_ts = has_ts
 
-        def among(values: list, wanted) -> np.ndarray:
-            return np.fromiter((v in wanted for v in values), bool, n)
+        ph, cat = _coded(ph), _coded(cat)       # each value coded once, tested as arrays
+
+        def among(coded: tuple[np.ndarray, dict], wanted) -> np.ndarray:
+            codes, index = coded
+            return np.isin(codes, [index[w] for w in wanted if w in index])
         self.is_meta = ok & among(ph, ("M",))
         is_x = ok & among(ph, ("X",))
         self.is_span = is_x & among(cat, (SPAN_CAT,))
         self.is_flow = ok & among(ph, ("s", "f", "t")) & among(cat, FLOW_CATS)
-        self.kind = [c if c else p if e is not None else "?" for e, p, c in zip(evs, ph, cat)]
         # how a cut's window decides an event: kept always, if it overlaps the window (timed
         # complete events), or if it starts within it (other timed events); flows and events
         # that do not decode are decided by the GPU events kept (keep)
@@ -205,6 +208,12 @@ class KinetoEvents:
                     yield (b",\n" if lo_i else b"") + b",\n".join(raws)
                 yield b"\n]"
         yield b"}"
+
+
+def _coded(values: list) -> tuple[np.ndarray, dict]:
+    """(a code per value, value -> code)."""
+    index: dict = {}
+    return np.fromiter((index.setdefault(v, len(index)) for v in values), np.int64, len(values)), index
 
 
 def _decode_each(array: msgspec.Raw, raws: list) -> list:
