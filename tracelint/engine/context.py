@@ -197,7 +197,8 @@ class Context:
             if len(self._stack_sites) >= 1 << 14:
                 self._stack_sites.clear()
             lines = str(self.tl.meta.extra.get("python_frame_lines", "def"))
-            site = location.site_in_stack(f.iloc[enc], self._frame_window, lines, self._in_tree)
+            site = location.site_in_stack(f.iloc[enc], self._opened_at_start.get(thread, ()),
+                                          lines, self._in_tree)
             self._stack_sites[key] = None if site is None else self._narrowed(site)
         return self._stack_sites[key]
 
@@ -226,9 +227,11 @@ class Context:
         return int(np.median((api["end"] - api["start"]).to_numpy()[launch]))
 
     @cached_property
-    def _frame_window(self) -> tuple[int, int] | None:
+    def _opened_at_start(self) -> dict[tuple[int, int], frozenset]:
+        """Per thread, the frames open when profiling began (location.open_at_start)."""
         f = self.tl.python_frames
-        return (int(f["start"].min()), int(f["end"].max())) if len(f) else None
+        window = (int(f["start"].min()), int(f["end"].max())) if len(f) else (0, 0)
+        return {k: location.open_at_start(v, window) for k, v in self._frames_by_thread.items()}
 
     @cached_property
     def sources(self) -> location.SourceIndex:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..timeline import classify
@@ -38,8 +39,11 @@ _BUILTIN = re.compile(r"^<built-in (?:method|function) ([\w.]+)")
 _MODULE_FRAME = "nn.Module: "
 _OURS = re.compile(r"tracelint[/\\]capture[/\\]")      # the capture runner's own frames
 _MODULE_CALL = {"_call_impl", "_wrapped_call_impl", "__call__"}
-#: slack around the profiling window that still counts as "open when profiling started"
+#: how late after the trace's first frame a thread's stack may still have been open at start
 _START_SLACK_NS = 1_000_000
+#: the tracer records the stack open at start one frame after another, microseconds apart
+#: (0.5-6 us a frame on the traces we have); a call made after the start comes later
+_OPEN_STEP_NS = 50_000
 #: how many frames below an unnamed callee (a decorator's wrapper) narrowing may look through
 _MAX_WRAPPERS = 2
 
@@ -230,12 +234,34 @@ def replace_site(site: SourceSite, **kw) -> SourceSite:
     return SourceSite(**{**site.__dict__, **kw})
 
 
-def site_in_stack(enc: pd.DataFrame, window: tuple[int, int] | None,
+def open_at_start(frames: pd.DataFrame, window: tuple[int, int]) -> frozenset:
+    """Index labels of one thread's frames that were open when profiling began (window: the
+    trace's first frame start and last frame end). They hold that moment's line, not their
+    definition.
+
+    Not "frames spanning the window": in a 2 ms capture a call made mid-way spans it within any
+    slack. The tracer writes the open stack first, outermost down, each frame nested in the one
+    before and microseconds after it; the chain ends at the first frame that is not. Its
+    outermost frame (the module, a thread's bootstrap) is open from the first moment to the
+    last: a first frame that returns early was a call."""
+    if len(frames) == 0:
+        return frozenset()
+    f = frames.sort_values(["start", "depth"], kind="stable")
+    start, end, depth = (f[c].to_numpy(np.int64) for c in ("start", "end", "depth"))
+    if start[0] > window[0] + _START_SLACK_NS or end[0] < window[1] - _START_SLACK_NS:
+        return frozenset()              # a thread that began after profiling did, or a call
+    n = 1
+    while n < len(f) and depth[n] == depth[n - 1] + 1 and end[n] <= end[n - 1] \
+            and start[n] - start[n - 1] <= _OPEN_STEP_NS:
+        n += 1
+    return frozenset(f.index[:n].tolist())
+
+
+def site_in_stack(enc: pd.DataFrame, opened: frozenset | tuple = (),
                   lines: str = "def", in_tree=None) -> SourceSite | None:
     """The source site from the frames enclosing a time point, innermost first.
 
-    window: the thread's profiled window (first frame start, last frame end); frames spanning
-    it were open when profiling began and hold that moment's line, not their definition.
+    opened: index labels of the frames open when profiling began (open_at_start).
     lines: "def" (torch.profiler Python tracer) or "call" (stacks that record the current line).
     in_tree: file -> bool, whether the file is found in the user's source tree. torch strips
     the sys.path prefix from frame paths (`transformers/pipelines/base.py`, no site-packages),
@@ -247,7 +273,6 @@ def site_in_stack(enc: pd.DataFrame, window: tuple[int, int] | None,
         return _native_site(enc)
     files, fns = enc["file"].astype(str).tolist(), enc["function"].astype(str).tolist()
     line_vals = enc["line"].tolist()
-    starts, ends = enc["start"].tolist(), enc["end"].tolist()
     module_path = tuple(reversed([f[len(_MODULE_FRAME):] for f in files if f.startswith(_MODULE_FRAME)]))
     code = [i for i, f in enumerate(files) if not f.startswith(_MODULE_FRAME)]
     chosen, library = None, False
@@ -270,10 +295,7 @@ def site_in_stack(enc: pd.DataFrame, window: tuple[int, int] | None,
         if name is None or f_builtin(files[code[j]]):
             break
         inner.append(name)
-    kind = lines
-    if lines == "def" and window is not None and starts[chosen] <= window[0] + _START_SLACK_NS \
-            and ends[chosen] >= window[1] - _START_SLACK_NS:
-        kind = "start"
+    kind = "start" if lines == "def" and enc.index[chosen] in opened else lines
     return SourceSite(files[chosen], int(line_vals[chosen]), fns[chosen], kind, callee, library,
                       module_path, tuple(inner))
 
