@@ -202,7 +202,9 @@ def test_byte_ranges_give_the_tables_of_the_whole_file(tmp_path, ranges_read, la
     path = tmp_path / "t.trace.json"
     path.write_text(json.dumps(doc, separators=(",", ":")) if layout != "event per line" else
                     json.dumps(doc).replace("}, {\"ph\"", "},\n{\"ph\""))
-    got = _tables(jax_trace.load_jax(path))  # sniffing needs the metadata first, as XProf writes it
+    tl = tracelint.load(path)
+    assert tl.meta.format == "jax-json"                  # sniffed past a head with no lane names
+    got = _tables(tl)
     assert len(ranges_read) > 100                        # read by range, not whole
     want = _whole_tables(path)
     assert len(want["kernels"]) > 300 and len(want["copies"]) > 200 and len(want["ranges"]) > 10_000
@@ -232,3 +234,29 @@ def test_a_range_the_structs_do_not_fit_leaves_the_file_to_the_whole_decode(trac
     assert ranges_read
     for t in want:
         pd.testing.assert_frame_equal(got[t], want[t])
+
+
+def test_the_format_is_told_by_the_first_mark_in_the_text(trace, tmp_path):
+    """The sniffer reads 4 KiB (64 KiB of gzip): where no mark is in it, it reads on. A JAX
+    trace with its lane names after the events was read as Kineto: "no GPU activity"."""
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    ev = doc["traceEvents"]
+    pad = [{"ph": "i", "pid": 1, "tid": 1, "name": f"mark{i}", "ts": "0.000", "s": "t"}
+           for i in range(3000)]
+    doc["traceEvents"] = [e for e in ev if e.get("ph") != "M"] + pad + [e for e in ev if e.get("ph") == "M"]
+    late = json.dumps(doc).encode()
+    assert b'"/device:' not in late[:1 << 16] and b'"/device:' in late
+    want = {f.rule for f in lint(trace).findings}
+    assert "TL004" in want
+    for path in (tmp_path / "late.trace.json", tmp_path / "late.trace.json.gz"):
+        path.write_bytes(gzip.compress(late) if path.suffix == ".gz" else late)
+        assert sniff(path) == "jax-json"
+        assert {f.rule for f in lint(path).findings} == want
+    # a tool's long wrapper before Kineto's keys; a Chrome trace with no mark at all
+    kineto = tmp_path / "wrapped.json"
+    kineto.write_text(json.dumps({"metadata": {"note": "x" * 10_000}, "schemaVersion": 1,
+                                  "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k"}]}))
+    assert sniff(kineto) == "kineto-json"
+    plain = tmp_path / "chrome.json"
+    plain.write_text(json.dumps({"traceEvents": pad}))
+    assert sniff(plain) == "kineto-json"

@@ -6,6 +6,7 @@ and this process imports it while they decode (kineto_parallel)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -39,12 +40,12 @@ def sniff(path: Path) -> str:
     if head.startswith(SQLITE_MAGIC):
         return "rocpd-sqlite" if _has_rocpd_tables(path) else "nsys-sqlite"
     if head.startswith(GZIP_MAGIC):
-        return json_flavour(_gunzip_head(path))
+        return json_flavour(_gunzip_head(path)) or _flavour_past_head(path, gz=True)
     stripped = head.lstrip()
     if stripped.startswith(b"\xef\xbb\xbf"):        # a UTF-8 byte order mark
         stripped = stripped[3:].lstrip()
     if stripped[:1] in (b"{", b"["):
-        return json_flavour(head)
+        return json_flavour(head) or _flavour_past_head(path, gz=False)
     if path.suffix in (".nsys-rep", ".qdrep") or any(m in head[:64] for m in NSYS_REP_MAGICS):
         return "nsys-rep"
     raise TraceFormatError(
@@ -53,17 +54,44 @@ def sniff(path: Path) -> str:
         "trace, or a .nsys-rep)")
 
 
-def json_flavour(head: bytes) -> str:
-    """Which Chrome-trace-like JSON: rocprofv3's tool output, a jax.profiler (XLA) trace, or
-    Kineto (the default: its keys come in any order)."""
-    if b'"rocprofiler-sdk-tool"' in head:
-        return "rocprofv3-json"
-    return "jax-json" if looks_like_jax(head) else "kineto-json"
+#: The first of these in a JSON trace's text says whose it is: rocprofv3's tool key, an XPlane
+#: process name (jax.profiler), or Kineto's top-level keys and event categories (old and new).
+_FLAVOUR_MARKS = re.compile(
+    rb'"(rocprofiler-sdk-tool)"|"(/device:|/host:CPU")|"(schemaVersion|deviceProperties|'
+    rb'cuda_runtime|cuda_driver|cpu_op|user_annotation|python_function|gpu_memcpy|gpu_memset|'
+    rb'ac2g|Operator|Kernel|Runtime)"')
+_FLAVOURS = ("rocprofv3-json", "jax-json", "kineto-json")
 
 
-def looks_like_jax(head: bytes) -> bool:
-    """A trace-viewer JSON from jax.profiler: XPlane process names in the metadata events."""
-    return b'"/device:' in head or b'"/host:CPU"' in head
+def json_flavour(text: bytes) -> str | None:
+    """Which Chrome-trace-like JSON the text is, by the first mark in it; None when it has none.
+    (Kineto's keys come in any order: a tool's wrapper may come first.)"""
+    m = _FLAVOUR_MARKS.search(text)
+    return None if m is None else _FLAVOURS[m.lastindex - 1]
+
+
+def _flavour_past_head(path: Path, gz: bool) -> str:
+    """json_flavour of the whole text, read a block at a time until a mark turns up: the head
+    held none (lane names written after the events, a long wrapper). A JAX trace read as Kineto
+    had "no GPU activity". Kineto when nothing says otherwise; damage is the importer's to tell."""
+    from ..io import gunzip_blocks
+    block, overlap = 1 << 20, 64
+    try:
+        with open(path, "rb") as fh:
+            if gz:
+                blocks = gunzip_blocks(fh.read(), path, block)
+            else:
+                blocks = iter(lambda: fh.read(block), b"")
+            tail = b""
+            for b in blocks:
+                text = tail + b
+                found = json_flavour(text)
+                if found:
+                    return found
+                tail = text[-overlap:]
+    except (OSError, TraceFormatError):
+        pass
+    return "kineto-json"
 
 
 def _gunzip_head(path: Path, size: int = 1 << 16) -> bytes:
