@@ -724,6 +724,44 @@ def test_values_split_into_items_give_the_hits_of_a_whole_walk(planted, kineto, 
                                           "aws-access-key-id", "github-token"}
 
 
+def _plain(data: bytes) -> bytes:
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+@pytest.mark.parametrize("paths", [False, True])
+@pytest.mark.parametrize("planted", ["kineto", "rocprofv3"])
+def test_redact_splits_large_values_into_the_copy_of_a_whole_walk(planted, paths, kineto,
+                                                                   tmp_path, monkeypatch):
+    """redact splits a value of SPLIT_MIN bytes or more into its items and writes them out as
+    pieces, the records it did not change as written: rocprofv3's 95 MB of records were walked
+    whole in 394 MiB. The copy holds what a whole walk writes, with the same hits and counts
+    (SPLIT_MIN 0: every value split; past the file's size: none)."""
+    from tracelint.secrets import redact as R
+    from tracelint.secrets import scan as S
+    path = kineto if planted == "kineto" else _planted_rocprofv3(tmp_path / "results.json")
+
+    def redacted(split_min):
+        monkeypatch.setattr(R, "SPLIT_MIN", split_min)
+        monkeypatch.setattr(S, "SPLIT_MIN", split_min)
+        S.clear_cache()
+        out = tmp_path / f"out{split_min}.json"
+        res = redact_file(path, out, paths=paths)
+        return ([(h.location, h.container, h.kind, h.name, h.raw) for h in res.hits], res.counts,
+                res.changed_cells), _plain(out.read_bytes())
+    whole, whole_copy = redacted(1 << 40)
+    split, split_copy = redacted(0)
+    assert split == whole and whole[2] >= 5
+    assert json.loads(split_copy, parse_float=Decimal) == json.loads(whole_copy, parse_float=Decimal)
+    for secret in (K["hf_env"], K["password"], K["github_key"]):
+        assert secret.encode() not in split_copy
+    if planted == "rocprofv3":          # an untouched record is written as the file has it
+        tool = msgspec.json.decode(path.read_bytes(), type=dict[str, list[dict[str, msgspec.Raw]]])
+        records = msgspec.json.decode(tool["rocprofiler-sdk-tool"][0]["buffer_records"],
+                                      type=dict[str, list[msgspec.Raw]])
+        assert b"\n" in bytes(records["kernel_dispatch"][20])
+        assert bytes(records["kernel_dispatch"][20]) in split_copy
+
+
 def test_benign_record_keys_neither_match_nor_make_their_value_match():
     """What lets the byte pre-filter ignore them (json_slices._BENIGN)."""
     from tracelint.secrets.scan import _key_interesting

@@ -144,6 +144,16 @@ def suspicious_events(raws: list, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> 
     return out
 
 
+def suspicious_items(raws: list, split_min: int, needles: tuple[bytes, ...] = BYTE_NEEDLES) -> list[int]:
+    """suspicious_events of a value's items, in order, except that items of split_min bytes or
+    more are always read: they are split in turn, and the pre-filter would copy each whole."""
+    big = [i for i, raw in enumerate(raws) if len(raw) >= split_min]
+    if not big:
+        return suspicious_events(raws, needles)
+    small = [i for i, raw in enumerate(raws) if len(raw) < split_min]
+    return sorted(big + [small[k] for k in suspicious_events([raws[i] for i in small], needles)])
+
+
 #: raw bytes of slices joined at a time by suspicious_events
 BATCH_BYTES = 16 << 20
 

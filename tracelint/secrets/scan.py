@@ -30,7 +30,7 @@ from ..io import quick_scan_reads_ends
 from ..errors import TraceFormatError
 from . import patterns as P
 from .json_slices import (RAW_LIST, RAW_TOP, event_ranges, events_of, range_events, read_json_bytes,
-                          split_json, suspicious_events)
+                          split_json, suspicious_events, suspicious_items)
 from .locations import json_path, safe_label
 from .sqlite_cells import iter_sqlite_text, open_readonly
 
@@ -355,7 +355,7 @@ def _scan_raw(raw, parts: list, visit, quick: bool = False) -> bool:
                 for i in big:
                     skipped |= _scan_raw(items[i], [*parts, i], visit, quick)
                 return skipped
-            for i in suspicious_events(items):
+            for i in suspicious_items(items, SPLIT_MIN):
                 _scan_raw(items[i], [*parts, i], visit)
             return False
         if first == 0x7B:                                          # {
