@@ -7,6 +7,7 @@ documentation, not on a file from a real run."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from functools import partial
 
@@ -179,3 +180,44 @@ def test_json_record_variants_read_as_the_raw_file_says(tmp_path):
     res = run_cli("lint", path)
     assert res.returncode == 2 and "malformed rocprofv3 record" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("layout", ["columns", "tracks"])
+def test_rocpd_rows_read_as_the_raw_file_says(layout, tmp_path):
+    """rocpd rows are read as integer columns and their ids looked up in the tables beside
+    them (the SQL's sub-selects as arrays): NULLs read as unknown where the row may lack a
+    value, names of kernels without a symbol as "unknown"; a row without its times, or text
+    where an id or a size belongs, is one line and exit code 2, not a traceback."""
+    path = write_rocpd(_workload(), tmp_path / "results.db", layout=layout)
+    con = sqlite3.connect(path)
+
+    def table(base):            # the uuid-suffixed table under the view of the plain name
+        return con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE ?",
+                           (base + "_%",)).fetchone()[0]
+    kd, ev_table = table("rocpd_kernel_dispatch"), table("rocpd_event")
+    k0, k1 = con.execute(f'SELECT min(id), max(id) FROM "{kd}"').fetchone()
+    con.execute(f'UPDATE "{kd}" SET kernel_id = 999999 WHERE id = ?', (k0,))
+    con.execute(f'UPDATE "{kd}" SET private_segment_size = NULL, group_segment_size = NULL '
+                "WHERE id = ?", (k1,))
+    ev = con.execute(f'SELECT event_id FROM "{kd}" WHERE id = ?', (k1,)).fetchone()[0]
+    con.execute(f'UPDATE "{ev_table}" SET correlation_id = NULL WHERE id = ?', (ev,))
+    con.commit()
+    tl = tracelint.load(path)
+    assert (tl.kernels["name"] == "unknown").sum() == 1
+    last = tl.kernels.sort_values("start").iloc[-1]
+    assert (last["local_mem_per_thread"], last["correlation"]) == (-1, -1)
+    assert last["dynamic_smem"] == 0 and last["static_smem"] >= 0
+    assert len(tl.kernels) == 12
+    times = "end_id" if layout == "tracks" else "end"
+    for bad in (f'UPDATE "{kd}" SET {times} = NULL WHERE id = {k0}',
+                f"UPDATE \"{kd}\" SET grid_size_x = 'wide' WHERE id = {k0}"):
+        broken = tmp_path / "broken.db"
+        shutil.copy(path, broken)
+        c = sqlite3.connect(broken)
+        c.execute(bad)
+        c.commit()
+        c.close()
+        res = run_cli("lint", broken)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and "rocpd" in res.stderr
+    con.close()

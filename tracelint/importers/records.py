@@ -9,8 +9,10 @@ from operator import itemgetter
 from typing import Iterable
 
 import numpy as np
+import pandas as pd
 
 from ..timeline import classify
+from ..timeline.categories import map_categorical
 from ..timeline.model import Meta, Timeline
 from ..timeline.nesting import nest
 from ..timeline.schema import TABLES, make_table
@@ -61,17 +63,26 @@ def timeline_from_columns(tables: dict[str, dict[str, list | np.ndarray]], meta:
     tl = Timeline(meta=meta)
     for table, c in tables.items():
         c = dict(c)
-        if table == "api_calls":
+        names = c.get("name")
+        if isinstance(names, pd.Categorical):          # once per distinct name, not per row
+            if table == "api_calls":
+                c["name"] = map_categorical(names, lambda n: classify.strip_api_version(str(n)))
+            if table == "ranges":
+                named = np.append([_step(str(n)) for n in names.categories], -1)[names.codes]
+                c["step"] = np.where(np.asarray(c["step"]) >= 0, c["step"], named)
+                c["kind"] = np.where(c["step"] >= 0, "step", np.asarray(c["kind"], object))
+        elif table == "api_calls":
             c["name"] = [classify.strip_api_version(str(n)) for n in c["name"]]
-        if table == "ranges":
+        elif table == "ranges":
             steps = [s if s >= 0 else _step(str(n)) for s, n in zip(c["step"], c["name"])]
             c["step"] = steps
             c["kind"] = ["step" if s >= 0 else k for s, k in zip(steps, c["kind"])]
         order = np.argsort(np.asarray(c["start"] if "start" in c else c["ts"], np.int64),
                            kind="stable")
-        lists = any(not isinstance(v, np.ndarray) for v in c.values())
+        arrays = (np.ndarray, pd.Categorical)
+        lists = any(not isinstance(v, arrays) for v in c.values())
         take = itemgetter(*order.tolist()) if lists and len(order) > 1 else None   # one C pass
-        c = {k: v[order] if isinstance(v, np.ndarray) else list(take(v)) if take else v
+        c = {k: v[order] if isinstance(v, arrays) else list(take(v)) if take else v
              for k, v in c.items()}
         df = make_table(table, c, len(order))
         if table in ("ranges", "python_frames"):

@@ -30,3 +30,22 @@ def sorted_ranks(labels: list[str], dtype) -> tuple[list[str], np.ndarray]:
     rank = np.full(len(labels) + 1, -1, dtype)
     rank[order] = np.arange(len(labels))
     return [labels[i] for i in order], rank
+
+
+def categorical_from_codes(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
+    """str_categorical([labels[c] for c in codes]) (code -1: missing) without a str per row:
+    the labels a code uses, sorted, are the categories. labels: distinct str."""
+    used = np.unique(codes[codes >= 0])
+    ordered, rank = sorted_ranks([labels[i] for i in used.tolist()], np.int64)
+    new = np.full(len(labels) + 1, -1, np.int64)       # new[-1]: a missing code stays -1
+    new[used] = rank[:-1]
+    return pd.Categorical.from_codes(new[codes], categories=ordered)
+
+
+def map_categorical(cat: pd.Categorical, fn) -> pd.Categorical:
+    """str_categorical([fn(v) for v in cat]), fn called once per category, not per row;
+    missing values stay missing."""
+    labels = [fn(v) for v in cat.categories]
+    merged, distinct = pd.factorize(np.asarray(labels, dtype=object))
+    codes = np.append(merged, -1)[cat.codes]
+    return categorical_from_codes(codes, distinct.tolist())
