@@ -74,24 +74,34 @@ def _flavour_past_head(path: Path, gz: bool) -> str:
     """json_flavour of the whole text, read a block at a time until a mark turns up: the head
     held none (lane names written after the events, a long wrapper). A JAX trace read as Kineto
     had "no GPU activity". Kineto when nothing says otherwise; damage is the importer's to tell."""
-    from ..io import gunzip_blocks
+    from ..io import inflater
     block, overlap = 1 << 20, 64
     try:
         with open(path, "rb") as fh:
-            if gz:
-                blocks = gunzip_blocks(fh.read(), path, block)
-            else:
-                blocks = iter(lambda: fh.read(block), b"")
             tail = b""
-            for b in blocks:
+            for b in (_gunzipped(fh, block) if gz else iter(lambda: fh.read(block), b"")):
                 text = tail + b
                 found = json_flavour(text)
                 if found:
                     return found
                 tail = text[-overlap:]
-    except (OSError, TraceFormatError):
+    except (OSError, inflater().error):     # damage: the importer reports it
         pass
     return "kineto-json"
+
+
+def _gunzipped(fh, block: int):
+    """The first gzip member's text, at most `block` bytes at a time, read as it is inflated
+    (a sniff holds neither the compressed file nor its text)."""
+    from ..io import inflater
+    inflate = inflater()
+    d = inflate.decompressobj(16 + inflate.MAX_WBITS)
+    while not d.eof and (chunk := fh.read(block)):
+        while chunk:
+            out = d.decompress(chunk, block)
+            chunk = d.unconsumed_tail
+            if out:
+                yield out
 
 
 def _gunzip_head(path: Path, size: int = 1 << 16) -> bytes:
