@@ -299,19 +299,29 @@ def test_cut_to_fit_reads_the_trace_once_and_picks_what_whole_cuts_pick(tmp_path
     monkeypatch.setattr(KinetoEvents, "_last", None)
     reads, real = [], excerpt._read_json_bytes
     monkeypatch.setattr(excerpt, "_read_json_bytes", lambda p: reads.append(p) or real(p))
+    cuts, real_cut = [], excerpt._cut
+    monkeypatch.setattr(excerpt, "_cut", lambda *a, **k: cuts.append(a[3]) or real_cut(*a, **k))
     t0, t1 = tracelint.load(BERT).span
     window, context, limit = (t0 + (t1 - t0) // 2, t0 + (t1 - t0) // 2 + 1000), (t1 - t0) // 2, 24 * 1024
     info = excerpt.cut_to_fit(BERT, tmp_path / "fit.json.gz", window, context, limit)
     assert len(reads) == 1 and 0 < info.context_ns < context and info.stored_bytes <= limit
-    ctx = context
+    fit_cuts = list(cuts)
+    halvings, ctx = 0, context
     while True:                                       # the same search, every cut made whole
         whole = excerpt.cut(BERT, tmp_path / "whole.json.gz", window, ctx)
         if whole.stored_bytes <= limit:
             break
-        ctx = ctx // 2 if ctx > 1000 else 0
+        ctx, halvings = (ctx // 2 if ctx > 1000 else 0), halvings + 1
     assert (whole.context_ns, whole.kept) == (info.context_ns, info.kept)
     assert gz.decompress(whole.path.read_bytes()) == gz.decompress(info.path.read_bytes())
     assert len(reads) == 1
+    # the bare window first, then the contexts largest first
+    assert fit_cuts == [0, *fit_cuts[1:]] and len(fit_cuts) == halvings + 2
+    # too big even bare: one cut says so
+    cuts.clear()
+    with pytest.raises(CaseError, match="even with no context"):
+        excerpt.cut_to_fit(BERT, tmp_path / "no.json.gz", window, context, 1024)
+    assert cuts == [0] and not (tmp_path / "no.json.gz").exists()
 
 
 # ----- validation -------------------------------------------------------------------------------

@@ -99,27 +99,36 @@ def _cut(src: str | Path, out: str | Path, window: tuple[int, int], context_ns: 
 
 def cut_to_fit(src: str | Path, out: str | Path, window: tuple[int, int], context_ns: int,
                limit: int = SIZE_LIMIT_BYTES) -> ExcerptInfo:
-    """cut() with the context shrunk (halved down to 0) until the excerpt fits `limit`;
-    CaseError when even the bare window is too big."""
-    ctx = max(int(context_ns), 0)
-    tried = []
-    while True:
-        try:   # the last try (no context) is made whole, for the size the error gives
-            info = _cut(src, out, window, ctx, budget=limit if ctx else None)
-        except _OverBudget:
-            info = None
-        if info is not None and info.stored_bytes <= limit:
+    """cut() with the largest context of the halving sequence (context_ns, half of it, ...
+    down to 0) whose excerpt fits `limit`; CaseError when even the bare window is too big.
+
+    An excerpt only grows with its context (it keeps a superset of the events), so the bare
+    window is cut first: when it is too big no context fits, an answer that took a cut per
+    halving, about 20 per attempt (92 cuts, 27 s of a failed `case add` on the reference
+    trace). Then the contexts largest first, as before: a cut that passes the limit is given
+    up as its gzip does."""
+    contexts = [max(int(context_ns), 0)]
+    while contexts[-1]:
+        contexts.append(contexts[-1] // 2 if contexts[-1] > 1000 else 0)
+    bare = _cut(src, out, window, 0)         # made whole, for the size the error gives
+    if bare.stored_bytes > limit:
+        Path(out).unlink(missing_ok=True)
+        a, b = window
+        raise CaseError(
+            f"the excerpt of window {a}:{b} is {bare.stored_bytes / 1024:.0f} KiB stored even "
+            f"with no context, over the {limit // 1024} KiB limit for a case excerpt; pick a "
+            f"narrower --window (the excerpt only grows with its context of up to "
+            f"{fmt_ns(contexts[0])})")
+    overwritten = False
+    for ctx in contexts[:-1]:
+        try:
+            info = _cut(src, out, window, ctx, budget=limit)
+        except _OverBudget:                  # nothing written
+            continue
+        if info.stored_bytes <= limit:
             return info
-        tried.append(ctx)
-        if ctx == 0:
-            break
-        ctx = ctx // 2 if ctx > 1000 else 0
-    Path(out).unlink(missing_ok=True)
-    a, b = window
-    raise CaseError(
-        f"the excerpt of window {a}:{b} is {info.stored_bytes / 1024:.0f} KiB stored even with no "
-        f"context, over the {limit // 1024} KiB limit for a case excerpt; pick a narrower --window "
-        f"(tried context {', '.join(fmt_ns(c) for c in tried)})")
+        overwritten = True
+    return _cut(src, out, window, 0) if overwritten else bare
 
 
 # ----- Kineto (which events: kineto_excerpt) ------------------------------------------------
