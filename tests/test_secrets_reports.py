@@ -170,7 +170,7 @@ def test_every_text_field_of_a_finding_is_scrubbed_but_its_identity():
     """The scrubbing walk covers a finding's text fields by type, not by a list: a field
     added later (the saving note once leaked a GPU name) is scrubbed too."""
     from tracelint.engine.finding import Finding, Severity, Where
-    from tracelint.secrets.redact import _finding_texts
+    from tracelint.secrets.report_scrub import _finding_texts
     f = Finding("TL004", "unoverlapped-copy", "t", Severity.WARNING, "m", 1, 1, Where(), {})
     names = set(_finding_texts(f))
     assert {"title", "message", "fix", "counter_example", "saving_note"} <= names

@@ -12,7 +12,8 @@ The heuristics are documented in `tracelint.secrets.patterns`.
 from __future__ import annotations
 
 from .patterns import KIND_LABELS, REDACTED, mask
-from .redact import RedactResult, check_file, redact_file, scrub_report, scrub_text
+from .redact import RedactResult, check_file, redact_file
+from .report_scrub import scrub_report, scrub_text
 from .scan import Hit, ScanResult, scan_file
 
 __all__ = ["Hit", "KIND_LABELS", "REDACTED", "RedactResult", "ScanResult", "check_file",
