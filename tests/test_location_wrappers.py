@@ -125,9 +125,14 @@ def test_source_at_is_the_site_of_the_frames_enclosing_the_time(monkeypatch):
     assert found > len(times) // 2
 
 
-def _frames(rows: list[tuple[str, int, int, int]]) -> pd.DataFrame:
-    """(function, depth, start_us, end_us) of one thread's frames in prog.py, line 1 each."""
-    return pd.DataFrame({"file": "prog.py", "function": [r[0] for r in rows], "line": 1,
+PROFILER = "torch/profiler/profiler.py"
+
+
+def _frames(rows: list[tuple]) -> pd.DataFrame:
+    """(function, depth, start_us, end_us[, file]) of one thread's frames, line 1 each; the
+    file is prog.py unless given."""
+    return pd.DataFrame({"file": [r[4] if len(r) > 4 else "prog.py" for r in rows],
+                         "function": [r[0] for r in rows], "line": 1,
                          "start": [r[2] * 1000 for r in rows], "end": [r[3] * 1000 for r in rows],
                          "depth": [r[1] for r in rows]})
 
@@ -144,14 +149,16 @@ def _kind_at(frames: pd.DataFrame, t_us: int) -> tuple[str, str]:
 def test_a_call_in_a_short_capture_is_not_taken_for_the_stack_open_at_start():
     """CI's flake: in a 2.2 ms capture, `log_loss` ran from 0.9 to 1.3 ms. Within 1 ms of both
     ends of the window, it was called "open when profiling started", and its def line a "start"
-    line. The stack open at start is the chain the tracer writes first, microseconds apart."""
+    line. The stack open at start is the chain the tracer writes first, microseconds apart,
+    down to the profiler's own frames on the thread that started it (as in CI's capture)."""
     frames = _frames([("<module>", 0, 0, 2200), ("wrapper", 1, 2, 400), ("step", 2, 4, 390),
+                      ("start_trace", 3, 6, 120, PROFILER), ("perf_counter", 4, 9, 10, "<built-in>"),
                       ("log_loss", 1, 900, 1300), ("item", 2, 1000, 1100)])
     assert _kind_at(frames, 950) == ("log_loss", "def")
     assert _kind_at(frames, 200) == ("step", "start")     # open at start, though it returned early
     assert _kind_at(frames, 2000) == ("<module>", "start")
     window = (0, 2_200_000)
-    assert location.open_at_start(frames, window) == frozenset({0, 1, 2})
+    assert location.open_at_start(frames, window) == frozenset({0, 1, 2, 3})   # not the call after
     # a thread whose first frame came after profiling began has nothing open at its start
     later = frames.assign(start=frames["start"] + 1_500_000)
     assert location.open_at_start(later, window) == frozenset()
@@ -160,3 +167,8 @@ def test_a_call_in_a_short_capture_is_not_taken_for_the_stack_open_at_start():
     # a call made 0.2 ms after the stack was written is not part of it
     late = _frames([("<module>", 0, 0, 2200), ("log_loss", 1, 200, 2100)])
     assert location.open_at_start(late, window) == frozenset({0})
+    # another thread (no profiler frames): its open stack is taken whole, frames that return
+    # early too (a monitor thread's `wait` wakes up mid-capture)
+    worker = _frames([("_bootstrap", 0, 0, 2200), ("run", 1, 2, 2200), ("wait", 2, 4, 1500),
+                      ("notify", 2, 1600, 1700)])
+    assert location.open_at_start(worker, window) == frozenset({0, 1, 2})

@@ -44,6 +44,9 @@ _START_SLACK_NS = 1_000_000
 #: the tracer records the stack open at start one frame after another, microseconds apart
 #: (0.5-6 us a frame on the traces we have); a call made after the start comes later
 _OPEN_STEP_NS = 50_000
+#: the profiler's own Python frames: the thread that started profiling has them innermost in
+#: its open stack (`start_trace`, `_start_trace`), and what they call next is a new call
+_PROFILER_START = re.compile(r"torch[/\\](profiler[/\\]|autograd[/\\]profiler)")
 #: how many frames below an unnamed callee (a decorator's wrapper) narrowing may look through
 _MAX_WRAPPERS = 2
 
@@ -243,7 +246,12 @@ def open_at_start(frames: pd.DataFrame, window: tuple[int, int]) -> frozenset:
     slack. The tracer writes the open stack first, outermost down, each frame nested in the one
     before and microseconds after it; the chain ends at the first frame that is not. Its
     outermost frame (the module, a thread's bootstrap) is open from the first moment to the
-    last: a first frame that returns early was a call."""
+    last: a first frame that returns early was a call. On the thread that started profiling
+    the open stack ends in the profiler's own frames, so the chain is cut after them: what
+    they call next (perf_counter_ns) is a new call however soon it comes. Another thread's
+    chain is taken whole: its open frames may return at any time (a monitor's `wait`), and a
+    call made microseconds after its stack was written can pass for part of it (vLLM's
+    `clone`, 0.5 us after; library code there, which a site does not point at)."""
     if len(frames) == 0:
         return frozenset()
     f = frames.sort_values(["start", "depth"], kind="stable")
@@ -254,6 +262,10 @@ def open_at_start(frames: pd.DataFrame, window: tuple[int, int]) -> frozenset:
     while n < len(f) and depth[n] == depth[n - 1] + 1 and end[n] <= end[n - 1] \
             and start[n] - start[n - 1] <= _OPEN_STEP_NS:
         n += 1
+    files = f["file"].astype(str).tolist()[:n]
+    profiler = [i for i, file in enumerate(files) if _PROFILER_START.search(file)]
+    if profiler:
+        n = profiler[-1] + 1
     return frozenset(f.index[:n].tolist())
 
 
