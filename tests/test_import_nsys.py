@@ -267,6 +267,16 @@ def test_unrelated_database(tmp_path):
     con.commit()
     con.close()
     _assert_one_line_error(other, "not an Nsight Systems export")
+    # rocmProfileData's tables (rpd_tracer; rocpd_op/rocpd_api, not rocprofv3's rocpd_region)
+    rpd = tmp_path / "trace.rpd"
+    con = sqlite3.connect(rpd)
+    con.executescript("CREATE TABLE rocpd_string (id integer PRIMARY KEY, string varchar(4096));"
+                      "CREATE TABLE rocpd_op (id integer PRIMARY KEY, gpuId integer, queueId integer,"
+                      " start integer, end integer, description_id integer, opType_id integer);"
+                      "CREATE TABLE rocpd_api (id integer PRIMARY KEY, pid integer, tid integer,"
+                      " start integer, end integer, apiName_id integer, args_id integer);")
+    con.close()
+    _assert_one_line_error(rpd, r"rocmProfileData \(RPD\) database")
 
 
 # ----- synthetic forms (no real sample exists) --------------------------------------------

@@ -40,6 +40,11 @@ def load_nsys_sqlite(path, progress=None) -> Timeline:
     db = Db(path)
     try:
         if not db.is_nsys_export():
+            if {"rocpd_op", "rocpd_api"} <= db.tables:
+                raise TraceFormatError(
+                    f"{path}: a rocmProfileData (RPD) database (rocpd_op, rocpd_api), which "
+                    "tracelint does not read; record with rocprofv3 (--output-format rocpd or "
+                    "json) or torch.profiler instead")
             raise TraceFormatError(f"{path}: SQLite file but not an Nsight Systems export "
                                    "(no StringIds, CUPTI_*, NVTX_EVENTS or TARGET_INFO_* table)")
         tl = Timeline(meta=start_meta(db))
