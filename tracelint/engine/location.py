@@ -262,7 +262,7 @@ def open_at_start(frames: pd.DataFrame, window: tuple[int, int]) -> frozenset:
     while n < len(f) and depth[n] == depth[n - 1] + 1 and end[n] <= end[n - 1] \
             and start[n] - start[n - 1] <= _OPEN_STEP_NS:
         n += 1
-    files = f["file"].astype(str).tolist()[:n]
+    files = f["file"].iloc[:n].astype(str).tolist()
     profiler = [i for i, file in enumerate(files) if _PROFILER_START.search(file)]
     if profiler:
         n = profiler[-1] + 1
