@@ -221,3 +221,33 @@ def test_rocpd_rows_read_as_the_raw_file_says(layout, tmp_path):
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and "rocpd" in res.stderr
     con.close()
+
+
+def test_rocpd_tables_are_read_never_views(tmp_path):
+    """A view in an untrusted file can run any query: the plain-named views rocprofv3 writes
+    are `SELECT *` of the session's tables, so the tables are read. Here the views never end
+    (a recursive query) and the lint does not notice them; a second session is named."""
+    path = write_rocpd(_workload(), tmp_path / "results.db", layout="tracks")
+    want = tracelint.load(path).counts()
+    con = sqlite3.connect(path)
+    views = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'view'")]
+    assert "rocpd_region" in views and "rocpd_kernel_dispatch" in views
+    for view in views:
+        con.execute(f'DROP VIEW "{view}"')
+        con.execute(f'CREATE VIEW "{view}" AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL '
+                    "SELECT x + 1 FROM c) SELECT x AS id FROM c")
+    con.commit()
+    con.close()
+    res = run_cli("info", "--json", path, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert {k: v for k, v in json.loads(res.stdout)["counts"].items() if k in want} == want
+    # a second session's tables beside the first: the first is read, and the note says so
+    con = sqlite3.connect(path)
+    kd = con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE "
+                     "'rocpd_kernel_dispatch_%'").fetchone()[0]
+    con.execute(f'CREATE TABLE "{kd}zz" AS SELECT * FROM "{kd}"')
+    con.commit()
+    con.close()
+    tl = tracelint.load(path)
+    assert tl.counts()["kernels"] == want["kernels"]
+    assert any("2 rocpd sessions" in n for n in tl.meta.notes), tl.meta.notes

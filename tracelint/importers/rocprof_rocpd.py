@@ -2,10 +2,10 @@
 
 Schema (rocprofiler-sdk source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql, schema_version
 3): tables carry a per-session uuid suffix and plain-named views (`rocpd_kernel_dispatch`,
-...) select from them; both are accepted. Two layouts share that version: rows with their own
-pid/tid/agent/queue/stream and start/end columns, and the newer one where rows point at a
-`rocpd_track` (the lane) and at `rocpd_timestamp` rows (start_id/end_id); both are read. `rocpd_region` holds host API calls and roctx
-ranges, `rocpd_kernel_dispatch` and `rocpd_memory_copy` the device work; each row's
+...) select from them; the tables are read, never the views (see _tables). Two layouts share
+that version: rows with their own pid/tid/agent/queue/stream and start/end columns, and the
+newer one where rows point at a `rocpd_track` (the lane) and at `rocpd_timestamp` rows
+(start_id/end_id); both are read. `rocpd_region` holds host API calls and roctx ranges, `rocpd_kernel_dispatch` and `rocpd_memory_copy` the device work; each row's
 `event_id` points at `rocpd_event`, whose `category_id` names the domain (HIP_RUNTIME_API,
 MARKER_CORE_API, ...) in `rocpd_string` and whose `correlation_id` links a HIP call to the
 dispatch or copy it enqueued. `pid`/`tid`/`agent_id` are row ids of the rocpd_info_* tables.
@@ -48,7 +48,7 @@ def load_rocpd(path) -> Timeline:
 
 
 def _load(con: sqlite3.Connection, path: Path) -> Timeline:
-    t = _tables(con)
+    t, sessions_note = _tables(con)
     if "rocpd_kernel_dispatch" not in t and "rocpd_region" not in t:
         raise TraceFormatError(f"{path}: SQLite file without rocpd tables: not a rocprofv3 rocpd database")
     cols = _columns(con, t.get("rocpd_kernel_dispatch") or t.get("rocpd_region"))
@@ -65,6 +65,8 @@ def _load(con: sqlite3.Connection, path: Path) -> Timeline:
     gpus = _agents(q, meta)
     tables = {"kernels": q.dispatches(gpus), "copies": q.copies(gpus), **_host_rows(q.regions())}
     tl = timeline_from_columns({k: v for k, v in tables.items() if v and len(v["start"])}, meta)
+    if sessions_note:
+        tl.meta.notes.append(sessions_note)
     finish_meta(tl, {"hip": len(tl.api_calls), "cuda": tl.has_gpu_activity, "nvtx": len(tl.ranges)})
     return tl
 
@@ -88,10 +90,14 @@ def _host_rows(region: dict | None) -> dict[str, dict]:
                        "kind": np.full(n_marker, "nvtx"), "step": np.full(n_marker, -1)}}
 
 
-def _tables(con: sqlite3.Connection) -> dict[str, str]:
-    """Base name -> the view of that name, else the uuid-suffixed table."""
-    names = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')"))
-    out = {}
+def _tables(con: sqlite3.Connection) -> tuple[dict[str, str], str | None]:
+    """Base name -> the table of that name, else the first uuid-suffixed one (quoted for SQL);
+    and a note when the file holds several sessions (uuid suffixes). Tables only, never views:
+    the plain-named views are `SELECT *` of one session's tables in the files rocprofv3
+    writes, and a view in an untrusted file can run any query (a recursive one never ends),
+    which is why the nsys importer reads no view either."""
+    names = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    out, note = {}, None
     for base in BASES:
         if base in names:
             out[base] = base
@@ -100,7 +106,10 @@ def _tables(con: sqlite3.Connection) -> dict[str, str]:
                     and not n[len(base):].startswith("_info")]
             if cand:
                 out[base] = cand[0]
-    return {k: f'"{v}"' for k, v in out.items()}
+                if len(cand) > 1 and note is None:
+                    note = (f"the database holds {len(cand)} rocpd sessions (tables {', '.join(cand[:3])}"
+                            f"{', ...' if len(cand) > 3 else ''}); only the first was read")
+    return {k: f'"{v}"' for k, v in out.items()}, note
 
 
 def _columns(con, table: str | None) -> set[str]:
