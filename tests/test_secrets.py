@@ -680,6 +680,17 @@ def test_a_token_in_a_range_name_is_flagged_in_every_format(fmt, tmp_path):
     tl100 = [f for f in report.findings if f.rule == "TL100"]
     assert [f.key.split("@")[0] for f in tl100] == ["huggingface-token"], [f.key for f in tl100]
     assert token not in json.dumps(report.to_dict(), default=str)
+    # and `redact` writes a copy without it that reads as the same trace (a rocpd database was
+    # sent to the JSON path: "not a JSON trace")
+    clean = path.with_name("clean_" + path.name)
+    res = run_cli("redact", path, "-o", clean)
+    assert res.returncode == 0, res.stderr
+    data = clean.read_bytes()
+    assert token.encode() not in (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    again = lint(clean)
+    assert again.timeline.meta.format == fmt
+    assert again.timeline.counts() == report.timeline.counts()
+    assert not [f for f in again.findings if f.rule == "TL100"]
 
 
 def _planted_rocprofv3(path: Path) -> Path:

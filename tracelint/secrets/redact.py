@@ -118,9 +118,9 @@ def redact_file(src: str | Path, dst: str | Path, paths: bool = False) -> Redact
     fmt = detect_format(src)
     refuse_odd_cells(src)
     names = scan_file(src).names() if paths else None
-    if fmt == "nsys-sqlite":
-        return _redact_sqlite(src, dst, paths, names)
-    return _redact_json(src, dst, paths, names)
+    if fmt.endswith("-sqlite"):              # nsys and rocpd: every table's text cells
+        return _redact_sqlite(src, dst, paths, names, fmt)
+    return _redact_json(src, dst, paths, names, fmt)
 
 
 def _scrub_with(text: str, ms: list[P.Match], paths: bool, names: P.NameSet | None) -> str:
@@ -142,7 +142,8 @@ def _may_change(texts: list[str], paths: bool, names: P.NameSet | None) -> set[i
 # ----------------------------------------------------------------------------------------
 # SQLite
 # ----------------------------------------------------------------------------------------
-def _redact_sqlite(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -> RedactResult:
+def _redact_sqlite(src: Path, dst: Path, paths: bool, names: P.NameSet | None,
+                   fmt: str) -> RedactResult:
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
     os.close(fd)
@@ -190,19 +191,20 @@ def _redact_sqlite(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -
                 leftover.unlink()
             except FileNotFoundError:
                 pass
-    return RedactResult(str(src), str(dst), "nsys-sqlite", col.hits, col.counts, len(updates))
+    return RedactResult(str(src), str(dst), fmt, col.hits, col.counts, len(updates))
 
 
 # ----------------------------------------------------------------------------------------
 # JSON
 # ----------------------------------------------------------------------------------------
-def _redact_json(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -> RedactResult:
+def _redact_json(src: Path, dst: Path, paths: bool, names: P.NameSet | None,
+                 fmt: str) -> RedactResult:
     from ..importers.kineto_ranges import NotSplittable
     needles = _JsonScrubber(paths, names).needles
     with event_ranges(src) as cut:
         if cut is not None and (dst.is_file() or not dst.exists()):   # a copy it can rewind
             try:
-                return _redact_json_ranges(src, dst, paths, names, needles, *cut)
+                return _redact_json_ranges(src, dst, paths, names, fmt, needles, *cut)
             except NotSplittable:
                 pass                              # read whole below
     data, was_gzip = read_json_bytes(src)
@@ -228,11 +230,10 @@ def _redact_json(src: Path, dst: Path, paths: bool, names: P.NameSet | None) -> 
                 _write_json(fh, was_gzip, top, edited)
             else:
                 _write_json(fh, was_gzip, None, _Pieces.array(events))
-    return RedactResult(str(src), str(dst), "kineto-json", scrub.col.hits, scrub.col.counts,
-                        scrub.changed)
+    return RedactResult(str(src), str(dst), fmt, scrub.col.hits, scrub.col.counts, scrub.changed)
 
 
-def _redact_json_ranges(src: Path, dst: Path, paths: bool, names: P.NameSet | None,
+def _redact_json_ranges(src: Path, dst: Path, paths: bool, names: P.NameSet | None, fmt: str,
                         needles: tuple, top: dict, plain: Path, ranges: list) -> RedactResult:
     """_redact_json for a large trace, its events read a byte range at a time (event_ranges)
     and written out as they are scrubbed, so neither the file nor its events are held whole.
@@ -255,7 +256,7 @@ def _redact_json_ranges(src: Path, dst: Path, paths: bool, names: P.NameSet | No
                 with open(src, "rb") as fin:
                     shutil.copyfileobj(fin, fh, 1 << 20)
     scrub.col.extend(head.col)               # the hits in the order a whole read finds them
-    return RedactResult(str(src), str(dst), "kineto-json", scrub.col.hits, scrub.col.counts,
+    return RedactResult(str(src), str(dst), fmt, scrub.col.hits, scrub.col.counts,
                         scrub.changed + head.changed)
 
 
