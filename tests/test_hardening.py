@@ -312,3 +312,31 @@ def test_redact_refuses_secrets_it_cannot_rewrite(tmp_path):
         assert r.returncode == 2 and "CUPTI_ACTIVITY_KIND_KERNEL.gridX" in r.stderr, r.stderr
         assert SECRETS["hf"] not in r.stderr + r.stdout
     assert not (tmp_path / "out.sqlite").exists()
+
+
+def test_redact_refuses_secrets_it_cannot_rewrite_in_a_rocpd_database(tmp_path):
+    """The same for rocprofv3's rocpd database (its odd cells went unchecked: only nsys
+    exports were), and `case add`, which cuts nsys and Kineto excerpts only, says so in one
+    line instead of an internal error."""
+    import sqlite3
+    from tracelint.synth.builder import TraceBuilder
+    from tracelint.synth.rocprof_writer import write_rocpd
+    b = TraceBuilder()
+    b.launch("gemm_kernel", 50_000)
+    b.sync()
+    db = write_rocpd(b, tmp_path / "results.db")
+    con = sqlite3.connect(db)
+    kd = con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE "
+                     "'rocpd_kernel_dispatch_%'").fetchone()[0]
+    con.execute(f'UPDATE "{kd}" SET grid_size_x = CAST(? AS BLOB)', (SECRETS["hf"],))
+    con.commit()
+    con.close()
+    for cmd in (["redact", "--check", db], ["redact", db, "-o", tmp_path / "out.db"]):
+        r = _cli(*cmd, cwd=tmp_path)
+        assert r.returncode == 2 and "grid_size_x" in r.stderr, r.stderr
+        assert SECRETS["hf"] not in r.stderr + r.stdout
+    assert not (tmp_path / "out.db").exists()
+    r = _cli("case", "add", db, "--rule", "TL001", "--window", "0:1", "--library", tmp_path / "lib",
+             cwd=tmp_path)
+    assert r.returncode == 2 and "rocpd-sqlite trace" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -63,11 +63,16 @@ def stored_size(path: str | Path) -> int:
 
 
 def trace_format(path: str | Path) -> str:
+    """The trace's format, one an excerpt can be cut from (EXCERPT_NAMES); CaseError else."""
     from ..importers import sniff
     fmt = sniff(Path(path))
     if fmt == "nsys-rep":
         raise CaseError(f"{path}: an .nsys-rep report; export it first "
                         "(`nsys export --type sqlite`) and cut the .sqlite")
+    if fmt not in EXCERPT_NAMES:
+        raise CaseError(f"{path}: a {fmt} trace; case excerpts are cut from Nsight Systems "
+                        "SQLite exports and torch.profiler (Kineto) traces only. `tracelint case "
+                        "match` compares this trace's findings with the library's cases")
     return fmt
 
 

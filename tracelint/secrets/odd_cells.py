@@ -21,7 +21,7 @@ def _secret(text: str) -> bool:
 
 def odd_cell_hits(path: str | Path) -> list[str]:
     """Locations (TABLE.COLUMN rowid=N, sqlite_master.sql of T) of secrets in odd storage."""
-    if detect_format(path) != "nsys-sqlite":
+    if not detect_format(path).endswith("-sqlite"):      # nsys and rocpd databases
         return []
     out: list[str] = []
     con = open_readonly(path)
