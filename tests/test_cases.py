@@ -420,3 +420,28 @@ def test_add_refuses_an_excerpt_with_secrets(tmp_path):
     with pytest.raises(CaseError, match="holds 1 secret"):
         create_case(trace, tmp_path / "lib", finding=f, timeline=report.timeline)
     assert not (tmp_path / "lib").exists()
+
+
+def test_add_from_a_jax_trace(tmp_path):
+    """jax.profiler traces are Chrome-trace JSON with their lanes named by metadata events: an
+    excerpt is cut like Kineto's, keeps the lane names, and reads back as JAX (it was an
+    internal KeyError)."""
+    from tracelint.synth.jax_writer import write_jax_trace
+    from tracelint.synth.scenarios import all_scenarios
+    sc = next(s for s in all_scenarios() if s.id == "TL004-positive-pageable")
+    trace = write_jax_trace(sc.build(), tmp_path / "host.trace.json.gz")
+    tl = tracelint.load(trace)
+    steps = tl.ranges[tl.ranges["kind"].astype(str) == "step"].sort_values("start")
+    a, b = int(steps["start"].iat[1]), int(steps["end"].iat[1])
+    lib = tmp_path / "lib"
+    res = run_cli("case", "add", trace, "--rule", "TL004", "--window", f"{a}:{b}", "--library", lib,
+                  "--context-ns", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    case = load_library(lib)[0]
+    assert case.excerpt.format == "jax-json" and case.tags["framework"] == "jax"
+    part = tracelint.load(case.excerpt_path)
+    assert part.meta.format == "jax-json" and part.meta.devices
+    assert 0 < len(part.kernels) < len(tl.kernels) and len(part.copies) >= 1
+    assert {f.rule for f in lint(part, Config()).findings} >= {"TL004"}
+    chk = run_cli("case", "check", lib)
+    assert chk.returncode == 1 and "still a template" in chk.stdout

@@ -218,7 +218,8 @@ def create_case(trace: str | Path, library: str | Path, *, finding=None, timelin
         hw = _hardware_name(tl, src_f.where.device)
         auto_tags = {
             "hardware": hw or f"{TODO}: GPU model",
-            "framework": "pytorch" if fmt == "kineto-json" else f"{TODO}: framework (pytorch, vLLM, TensorRT, CUDA C++ ...)",
+            "framework": {"kineto-json": "pytorch", "jax-json": "jax"}.get(
+                fmt, f"{TODO}: framework (pytorch, vLLM, TensorRT, CUDA C++ ...)"),
             "model": f"{TODO}: model and size",
             "workload": " / ".join(src_f.where.nvtx_path) if src_f.where.nvtx_path
             else f"{TODO}: workload bucket (e.g. short-prompt prefill, batch 1 decode, training step)",

@@ -36,7 +36,10 @@ from .model import CaseError
 
 #: Stored (compressed) bytes one excerpt may take; see docs/cases.md for the reasoning.
 SIZE_LIMIT_BYTES = 256 * 1024
-EXCERPT_NAMES = {"kineto-json": "excerpt.json.gz", "nsys-sqlite": "excerpt.sqlite"}
+#: the formats an excerpt is cut from, and its file name. jax.profiler traces are Chrome-trace
+#: JSON like Kineto's, with their lanes named by metadata events, and cut the same way.
+EXCERPT_NAMES = {"kineto-json": "excerpt.json.gz", "nsys-sqlite": "excerpt.sqlite",
+                 "jax-json": "excerpt.trace.json.gz"}
 
 
 @dataclass
@@ -71,8 +74,9 @@ def trace_format(path: str | Path) -> str:
                         "(`nsys export --type sqlite`) and cut the .sqlite")
     if fmt not in EXCERPT_NAMES:
         raise CaseError(f"{path}: a {fmt} trace; case excerpts are cut from Nsight Systems "
-                        "SQLite exports and torch.profiler (Kineto) traces only. `tracelint case "
-                        "match` compares this trace's findings with the library's cases")
+                        "SQLite exports, torch.profiler (Kineto) and jax.profiler traces only. "
+                        "`tracelint case match` compares this trace's findings with the library's "
+                        "cases")
     return fmt
 
 
@@ -95,7 +99,7 @@ def _cut(src: str | Path, out: str | Path, window: tuple[int, int], context_ns: 
     fmt = trace_format(src)
     lo, hi = a - context_ns, b + context_ns
     out.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "kineto-json":
+    if fmt in ("kineto-json", "jax-json"):
         kept = _cut_kineto(src, out, lo, hi, (a, b), context_ns, budget)
     else:
         kept = _cut_sqlite(src, out, lo, hi)

@@ -64,7 +64,7 @@ def _framework(meta) -> str | None:
     prod = (getattr(meta, "producer", "") or "").lower()
     if "pytorch" in prod or getattr(meta, "format", "") == "kineto-json":
         return "pytorch"
-    return None
+    return (getattr(meta, "extra", None) or {}).get("framework")      # "jax" from its importer
 
 
 def finding_context(f, timeline=None) -> dict[str, str]:
