@@ -113,7 +113,7 @@ def cut_to_fit(src: str | Path, out: str | Path, window: tuple[int, int], contex
 
     An excerpt only grows with its context (it keeps a superset of the events), so the bare
     window is cut first: when it is too big no context fits, an answer that took a cut per
-    halving, about 20 per attempt (92 cuts, 27 s of a failed `case add` on the reference
+    halving, about 20 per attempt (92 cuts, 23.5 s of a failed `case add` on the reference
     trace). Then the contexts largest first, as before: a cut that passes the limit is given
     up as its gzip does."""
     contexts = [max(int(context_ns), 0)]
