@@ -422,14 +422,18 @@ def test_add_refuses_an_excerpt_with_secrets(tmp_path):
     assert not (tmp_path / "lib").exists()
 
 
-def test_add_from_a_jax_trace(tmp_path):
-    """jax.profiler traces are Chrome-trace JSON with their lanes named by metadata events: an
-    excerpt is cut like Kineto's, keeps the lane names, and reads back as JAX (it was an
-    internal KeyError)."""
+@pytest.mark.parametrize("fmt", ["jax-json", "rocprofv3-json"])
+def test_add_from_a_jax_or_rocprofv3_trace(fmt, tmp_path):
+    """jax.profiler traces are Chrome-trace JSON with their lanes named by metadata events, cut
+    like Kineto's; rocprofv3 JSON is cut record list by record list, the HIP calls of kept GPU
+    work kept wherever they lie. Each excerpt reads back in its format, linked, and reproduces
+    the finding (both were an internal KeyError)."""
     from tracelint.synth.jax_writer import write_jax_trace
+    from tracelint.synth.rocprof_writer import write_rocprof_json
     from tracelint.synth.scenarios import all_scenarios
     sc = next(s for s in all_scenarios() if s.id == "TL004-positive-pageable")
-    trace = write_jax_trace(sc.build(), tmp_path / "host.trace.json.gz")
+    trace = (write_jax_trace(sc.build(), tmp_path / "host.trace.json.gz") if fmt == "jax-json"
+             else write_rocprof_json(sc.build(), tmp_path / "results.json"))
     tl = tracelint.load(trace)
     steps = tl.ranges[tl.ranges["kind"].astype(str) == "step"].sort_values("start")
     a, b = int(steps["start"].iat[1]), int(steps["end"].iat[1])
@@ -438,10 +442,12 @@ def test_add_from_a_jax_trace(tmp_path):
                   "--context-ns", "0")
     assert res.returncode == 0, res.stdout + res.stderr
     case = load_library(lib)[0]
-    assert case.excerpt.format == "jax-json" and case.tags["framework"] == "jax"
+    assert case.excerpt.format == fmt
+    assert case.tags["framework"] == ("jax" if fmt == "jax-json" else case.tags["framework"])
     part = tracelint.load(case.excerpt_path)
-    assert part.meta.format == "jax-json" and part.meta.devices
+    assert part.meta.format == fmt and part.meta.devices
     assert 0 < len(part.kernels) < len(tl.kernels) and len(part.copies) >= 1
+    assert part.correlation_resolved_fraction() == tl.correlation_resolved_fraction()
     assert {f.rule for f in lint(part, Config()).findings} >= {"TL004"}
     chk = run_cli("case", "check", lib)
     assert chk.returncode == 1 and "still a template" in chk.stdout

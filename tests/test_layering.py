@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, int]] = [
     ("tracelint.whatif", 2),           # reads only the timeline; engine/savings.py replays fixes with it
     ("tracelint.rules", 5), ("tracelint.synth.scenarios", 5),   # scenarios name rules and configs
     ("tracelint.cases.model", 6), ("tracelint.cases.excerpt", 6), ("tracelint.cases.kineto_excerpt", 6),
+    ("tracelint.cases.rocprof_excerpt", 6),
     ("tracelint.cases.match", 6),
     ("tracelint.cases.library", 6), ("tracelint.cases.preconditions", 6), ("tracelint.cases.yaml_style", 6),
     ("tracelint.api", 7),

@@ -29,17 +29,20 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from ..io import copy_sqlite, decompressed
 from ..reporters.fmt import fmt_ns
 from .kineto_excerpt import KinetoEvents
 from .model import CaseError
+from .rocprof_excerpt import rocprof_excerpt
 
 #: Stored (compressed) bytes one excerpt may take; see docs/cases.md for the reasoning.
 SIZE_LIMIT_BYTES = 256 * 1024
 #: the formats an excerpt is cut from, and its file name. jax.profiler traces are Chrome-trace
 #: JSON like Kineto's, with their lanes named by metadata events, and cut the same way.
 EXCERPT_NAMES = {"kineto-json": "excerpt.json.gz", "nsys-sqlite": "excerpt.sqlite",
-                 "jax-json": "excerpt.trace.json.gz"}
+                 "jax-json": "excerpt.trace.json.gz", "rocprofv3-json": "excerpt.rocprof.json.gz"}
 
 
 @dataclass
@@ -74,9 +77,9 @@ def trace_format(path: str | Path) -> str:
                         "(`nsys export --type sqlite`) and cut the .sqlite")
     if fmt not in EXCERPT_NAMES:
         raise CaseError(f"{path}: a {fmt} trace; case excerpts are cut from Nsight Systems "
-                        "SQLite exports, torch.profiler (Kineto) and jax.profiler traces only. "
-                        "`tracelint case match` compares this trace's findings with the library's "
-                        "cases")
+                        "SQLite exports, torch.profiler (Kineto), jax.profiler and rocprofv3 JSON "
+                        "traces only. `tracelint case match` compares this trace's findings with "
+                        "the library's cases")
     return fmt
 
 
@@ -101,6 +104,8 @@ def _cut(src: str | Path, out: str | Path, window: tuple[int, int], context_ns: 
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt in ("kineto-json", "jax-json"):
         kept = _cut_kineto(src, out, lo, hi, (a, b), context_ns, budget)
+    elif fmt == "rocprofv3-json":
+        kept = _cut_rocprof(src, out, lo, hi, (a, b), context_ns, budget)
     else:
         kept = _cut_sqlite(src, out, lo, hi)
     return ExcerptInfo(out, fmt, (a, b), int(context_ns), out.stat().st_size, stored_size(out), kept)
@@ -155,6 +160,18 @@ def _cut_kineto(src: Path, out: Path, lo: int, hi: int, window: tuple[int, int],
         "source": src.name, "window_ns": [window[0], window[1]], "context_ns": int(context_ns)},
         counts)
     _write_gz(out, pieces, budget)
+    return counts
+
+
+def _cut_rocprof(src: Path, out: Path, lo: int, hi: int, window: tuple[int, int],
+                 context_ns: int, budget: int | None = None) -> dict[str, int]:
+    """Write a rocprofv3 JSON excerpt (rocprof_excerpt); _OverBudget as _cut_kineto."""
+    counts: dict[str, int] = {}
+    info = {"source": src.name, "window_ns": [window[0], window[1]], "context_ns": int(context_ns)}
+    try:
+        _write_gz(out, rocprof_excerpt(_read_json_bytes(src), lo, hi, info, counts), budget)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CaseError(f"{src}: not rocprofv3 JSON that can be cut: {exc}") from None
     return counts
 
 
