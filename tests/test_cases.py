@@ -423,7 +423,7 @@ def test_add_refuses_an_excerpt_with_secrets(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["jax-json", "rocprofv3-json"])
-def test_add_from_a_jax_or_rocprofv3_trace(fmt, tmp_path):
+def test_add_from_a_jax_or_rocprofv3_trace(fmt, tmp_path, monkeypatch):
     """jax.profiler traces are Chrome-trace JSON with their lanes named by metadata events, cut
     like Kineto's; rocprofv3 JSON is cut record list by record list, the HIP calls of kept GPU
     work kept wherever they lie. Each excerpt reads back in its format, linked, and reproduces
@@ -451,3 +451,9 @@ def test_add_from_a_jax_or_rocprofv3_trace(fmt, tmp_path):
     assert {f.rule for f in lint(part, Config()).findings} >= {"TL004"}
     chk = run_cli("case", "check", lib)
     assert chk.returncode == 1 and "still a template" in chk.stdout
+    if fmt == "rocprofv3-json":         # the whole span, in pieces of a few records: the same JSON
+        from tracelint.cases import excerpt, rocprof_excerpt
+        monkeypatch.setattr(rocprof_excerpt, "PIECE_BYTES", 300)
+        whole = excerpt.cut(trace, tmp_path / "whole.json.gz", tl.span, 0)
+        got = json.loads(gzip.decompress(whole.path.read_bytes()))
+        assert got["rocprofiler-sdk-tool"] == json.loads(trace.read_text())["rocprofiler-sdk-tool"]

@@ -35,14 +35,16 @@ class _When(msgspec.Struct, gc=False):
 _RAW_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _WHEN = msgspec.json.Decoder(list[_When])
-_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ENC = msgspec.json.Encoder()
+#: kept records joined into pieces of about this many bytes: the pieces are compressed as they
+#: come, so a cut over its size budget stops early (excerpt._write_gz)
+PIECE_BYTES = 1 << 20
 
 
 def rocprof_excerpt(data: bytes, lo: int, hi: int, info: dict, counts: dict[str, int]):
     """The excerpt's JSON text in pieces (bytes), counting kept records per kind in `counts`.
     Raises msgspec.DecodeError / ValidationError on text that is not rocprofv3 JSON."""
-    top = _TOP.decode(data)
+    top = _RAW_OBJECT.decode(data)
     yield b"{"
     for n, (key, raw) in enumerate(top.items()):
         yield (b"," if n else b"") + _ENC.encode(key) + b":"
@@ -51,7 +53,9 @@ def rocprof_excerpt(data: bytes, lo: int, hi: int, info: dict, counts: dict[str,
             continue
         yield b"["
         for p, proc in enumerate(_RAW_LIST.decode(raw)):
-            yield (b"," if p else b"") + b"".join(_process(proc, lo, hi, counts))
+            if p:
+                yield b","
+            yield from _process(proc, lo, hi, counts)
         yield b"]"
     yield b',"tracelintExcerpt":' + _ENC.encode(info) + b"}"
 
@@ -62,7 +66,7 @@ def _process(raw: msgspec.Raw, lo: int, hi: int, counts: dict[str, int]):
     for n, (key, value) in enumerate(proc.items()):
         yield (b"," if n else b"") + _ENC.encode(key) + b":"
         if key == "buffer_records" and _first(value) == b"{":
-            yield b"".join(_records(_RAW_OBJECT.decode(value), lo, hi, counts))
+            yield from _records(_RAW_OBJECT.decode(value), lo, hi, counts)
         else:
             yield bytes(value)
     yield b"}"
@@ -99,7 +103,16 @@ def _records(buffers: dict[str, msgspec.Raw], lo: int, hi: int, counts: dict[str
         items = lists[key][0]
         kept = np.flatnonzero(keep[key]).tolist()
         counts[key] = counts.get(key, 0) + len(kept)
-        yield b"[" + b",".join(bytes(items[i]) for i in kept) + b"]"
+        yield b"["
+        piece: list[bytes] = []
+        size = 0
+        for n_kept, i in enumerate(kept):
+            piece.append(bytes(items[i]))
+            size += len(piece[-1])
+            if size >= PIECE_BYTES or n_kept == len(kept) - 1:
+                yield (b"," if n_kept >= len(piece) else b"") + b",".join(piece)
+                piece, size = [], 0
+        yield b"]"
     yield b"}"
 
 
