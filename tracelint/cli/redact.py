@@ -46,7 +46,7 @@ def _counts_line(counts, paths: bool) -> str:
 
 @app.command()
 def redact(
-    trace: Annotated[str, typer.Argument(help="Trace to scrub: nsys .sqlite, Kineto .json / .json.gz (never modified).")],
+    trace: Annotated[str, typer.Argument(help="Trace to scrub: nsys .sqlite, rocpd .db, Kineto, jax.profiler or rocprofv3 .json / .json.gz (never modified).")],
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write the scrubbed copy here (must not be TRACE).")] = None,
     paths: Annotated[bool, typer.Option("--paths", help="Also anonymise home directories (/home/<user>), user names, host names and e-mail addresses.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if anything would be scrubbed, 0 if not (for CI).")] = False,

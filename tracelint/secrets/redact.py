@@ -1,7 +1,7 @@
 """Scrub secrets (and, on request, personal data) from trace files.
 
-- ``redact_file(src, dst, paths=False)``: a scrubbed copy of an Nsight Systems SQLite export or
-  a Kineto JSON / JSON.gz trace. The input is only ever opened read-only; ``dst`` must differ
+- ``redact_file(src, dst, paths=False)``: a scrubbed copy of an Nsight Systems SQLite export,
+  a rocpd database, or a Kineto, jax.profiler or rocprofv3 JSON / JSON.gz trace. The input is only ever opened read-only; ``dst`` must differ
   from ``src``. Only the sensitive span of a string is replaced (``HF_TOKEN=<redacted>``,
   ``/home/<user>/x.py``), so every timing, id and name the importers use is unchanged.
   SQLite: the file is copied with the backup API from a read-only connection, text cells are
