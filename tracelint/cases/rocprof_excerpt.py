@@ -88,8 +88,9 @@ def _records(buffers: dict[str, msgspec.Raw], lo: int, hi: int, counts: dict[str
         if kind in lists:
             start, end, c, timed = _times(lists[kind][1])
             keep[kind] = ~timed | ((start <= hi) & (end >= lo)) | (timed & np.isin(c, corr))
-            if (keep[kind] & timed).any():
-                a, b = min(a, int(start[keep[kind] & timed].min())), max(b, int(end[keep[kind] & timed].max()))
+            calls = keep[kind] & timed
+            if calls.any():
+                a, b = min(a, int(start[calls].min())), max(b, int(end[calls].max()))
     for kind in MARKER_KINDS:                           # ranges around the kept calls
         if kind in lists:
             start, end, _, timed = _times(lists[kind][1])

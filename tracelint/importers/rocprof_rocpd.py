@@ -192,9 +192,9 @@ class _Query:
     def _strings(self) -> tuple[_Ids, list[str]]:
         return self._names("rocpd_string", "id", "string")
 
-    @functools.cached_property
+    @property
     def _events(self) -> _Ids:
-        return self._ids("rocpd_event", ("category_id", "correlation_id"))
+        return self._ids("rocpd_event", ("category_id", "correlation_id"))      # read once
 
     def _text(self, ids: np.ndarray, missing: str | None = "unknown") -> pd.Categorical:
         strings, texts = self._strings
