@@ -8,6 +8,7 @@ import pandas as pd
 
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
+from tracelint.timeline import classify
 from tracelint.timeline.occupancy import occupancy
 
 
@@ -79,18 +80,24 @@ class RegisterSpill(Rule):
         regs = k["registers_per_thread"].to_numpy()
         local = k["local_mem_per_thread"].to_numpy()
         spill = local > 0
-        cls = np.asarray(tl.kernel_class, dtype=object)
-        skip = np.isin(cls, list(opt.regcap_skip_classes))
-        regcap = occ["reg_binding"] & (occ["theoretical"] < opt.max_occupancy) & ~skip
-        flagged = spill | regcap
+        skip = classify.in_labels(tl.kernel_class, opt.regcap_skip_classes)
+        capped = occ["reg_binding"] & (occ["theoretical"] < opt.max_occupancy)   # per config
+        regcap = capped[occ["config"]] & ~skip
+        codes, labels = np.asarray(k["name"].cat.codes), k["name"].cat.categories
+        flagged = (spill | regcap) & (codes >= 0)
         if not flagged.any():
             return
-        df = pd.DataFrame({"name": k["name"].astype(str).to_numpy(), "dur": dur, "flag": flagged,
-                           "spill": spill, "regcap": regcap})
-        by = df[df["flag"]].groupby("name", sort=False)["dur"].sum()
+        # flagged time per kernel name, names in order of first flagged launch (a groupby
+        # without sorting), on the name codes: no string per launch
+        f_codes = codes[flagged]
+        uniq, first = np.unique(f_codes, return_index=True)
+        ns = np.zeros(len(labels), np.int64)
+        np.add.at(ns, f_codes, dur[flagged])
+        order = uniq[np.argsort(first, kind="stable")]
+        by = pd.Series(ns[order], index=pd.Index(np.asarray(labels, dtype=object)[order]))
         by = by[by >= opt.min_share * total].sort_values(ascending=False)
         for name, flagged_ns in by.items():  # loop over reported kernel names
-            rows = np.flatnonzero((df["name"].to_numpy() == name) & flagged)
+            rows = np.flatnonzero((codes == labels.get_loc(name)) & flagged)
             yield self._finding(ctx, name, rows, int(flagged_ns), total, dur, occ, regs, local, spill)
 
     def _finding(self, ctx, name, rows, flagged_ns, total, dur, occ, regs, local, spill):
@@ -99,11 +106,12 @@ class RegisterSpill(Rule):
         is_spill = bool(spill[rows].any())
         n = len(rows)
         where = ctx.where_for_kernel(rep)
-        threads = int(occ["threads"][rep])
+        c = int(occ["config"][rep])                  # the launch's configuration
+        threads = int(occ["threads"][c])
         r, lm = int(regs[rep]), int(local[rep])
         smem = int(max(k["static_smem"].iat[rep], 0) + max(k["dynamic_smem"].iat[rep], 0))
-        reg_occ, theo = float(occ["reg_occupancy"][rep]), float(occ["theoretical"][rep])
-        limits_note = str(occ["limits_source"][rep])
+        reg_occ, theo = float(occ["reg_occupancy"][c]), float(occ["theoretical"][c])
+        limits_note = str(occ["limits_source"][c])
         share = flagged_ns / total
         facts = dict(registers_per_thread=Measure(r, "count"), threads_per_block=Measure(threads, "count"),
                      shared_mem_per_block=Measure(smem, "bytes"),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .codes import row_codes
+
 #: Per compute capability: (max resident warps per SM, max resident blocks per SM, max shared
 #: memory per SM in KiB), from the CUDA programming guide's compute-capability table. Registers
 #: per SM are 64 Ki on every listed architecture; allocation is per warp in units of 256
@@ -60,20 +62,26 @@ def _cc_at_least(cc: str, major: int) -> bool:
 
 
 def occupancy(k: pd.DataFrame, meta) -> dict[str, np.ndarray]:
-    """Register-limited and theoretical occupancy per kernel row, vectorised.
+    """Register-limited and theoretical occupancy per launch configuration, vectorised.
+
+    Computed once per distinct configuration (device, block shape, registers, shared memory),
+    not per launch: 10 M launches hold a few hundred, and a dozen per-launch temporaries were
+    1.4 GB of TL007's peak. "config" maps each kernel row to its configuration; every other
+    array has one value per configuration.
 
     reg_binding is True where registers alone set the theoretical occupancy: fewer registers
     would let more blocks reside (a tie with shared memory, threads or the block limit is not
     binding). Rows without registers or block size get occupancy 1 and reg_binding False.
     """
-    n = len(k)
-    bx, by, bz = (k[c].to_numpy() for c in ("block_x", "block_y", "block_z"))
+    smem = np.maximum(k["static_smem"].to_numpy(), 0) + np.maximum(k["dynamic_smem"].to_numpy(), 0)
+    columns = (k["device"].to_numpy(), k["block_x"].to_numpy(), k["block_y"].to_numpy(),
+               k["block_z"].to_numpy(), k["registers_per_thread"].to_numpy(), smem)
+    config, first = row_codes(*columns)
+    dev, bx, by, bz, regs, smem = (np.asarray(c)[first] for c in columns)
+    n = len(first)
     valid_block = (bx > 0) & (by > 0) & (bz > 0)
     threads = np.where(valid_block, bx * by * bz, 0)
     warps = np.maximum(-(-threads // WARP), 1)
-    regs = k["registers_per_thread"].to_numpy()
-    smem = np.maximum(k["static_smem"].to_numpy(), 0) + np.maximum(k["dynamic_smem"].to_numpy(), 0)
-    dev = k["device"].to_numpy()
     reg_occ, theo = np.ones(n), np.ones(n)
     binding = np.zeros(n, dtype=bool)
     src = np.full(n, "", dtype=object)
@@ -94,7 +102,7 @@ def occupancy(k: pd.DataFrame, meta) -> dict[str, np.ndarray]:
                                           valid_block[sel], rs, w, b, sm, res)
         src[sel] = note
         binding[sel] = binds_all
-    return {"threads": threads, "reg_occupancy": reg_occ, "theoretical": theo,
+    return {"config": config, "threads": threads, "reg_occupancy": reg_occ, "theoretical": theo,
             "reg_binding": binding, "limits_source": src}
 
 
