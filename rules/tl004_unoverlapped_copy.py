@@ -9,7 +9,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.engine.runtime_advice import JAX_COPY_FIX
-from tracelint.timeline import intervals
+from tracelint.timeline import classify, intervals
 from tracelint.whatif.edits import AsyncCopies, Ops
 from tracelint.whatif.pinned import at_link_rate, link_peak, pageable_caveat
 
@@ -86,7 +86,7 @@ class UnoverlappedCopy(Rule):
         nbytes = c["bytes"].to_numpy()
         big = (nbytes < 0) | (nbytes >= opt.min_bytes)   # unknown size: kept
         k = tl.kernels
-        compute = np.asarray(tl.kernel_class, dtype=object) != "communication" if len(k) else np.zeros(0, bool)
+        compute = ~classify.in_labels(tl.kernel_class, ("communication",)) if len(k) else np.zeros(0, bool)
         kdev, kstr = k["device"].to_numpy(), k["stream"].to_numpy()
         compute_streams = pd.MultiIndex.from_arrays([kdev[compute], kstr[compute]]).unique()
         cdev, cstr = c["device"].to_numpy(), c["stream"].to_numpy()

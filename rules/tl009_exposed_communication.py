@@ -68,7 +68,7 @@ class ExposedCommunication(Rule):
         k = tl.kernels
         if len(k) == 0:
             return
-        is_comm = np.asarray(tl.kernel_class, dtype=object) == "communication"
+        is_comm = classify.in_labels(tl.kernel_class, ("communication",))
         if not is_comm.any():
             return
         dev = k["device"].to_numpy()

@@ -61,7 +61,7 @@ class DeviceCopy(Rule):
         k = tl.kernels
         if len(k):
             copy_k = np.asarray(classify.classify_categorical(k["name"], classify.is_copy_kernel), dtype=bool)
-            copy_k &= np.asarray(tl.kernel_class, dtype=object) != "layout"
+            copy_k &= ~classify.in_labels(tl.kernel_class, ("layout",))
             parts.append(_rows(k, "kernels", copy_k, np.full(len(k), -1, dtype=np.int64)))
         if not parts:
             return

@@ -31,7 +31,7 @@ import pandas as pd
 from ..meminfo import peak_rss_bytes
 from ..secrets.sink import found_in
 from ..timeline import intervals
-from ..timeline.classify import labels_at
+from ..timeline.classify import in_labels, labels_at
 from ..timeline.collectives import canonical_collective, issuing_collective
 from .collective_args import attach_sizes, finish_collectives, read_comm_args
 from .processes import _rank_hint, split_processes
@@ -183,7 +183,7 @@ def _steps(tl) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
 
 def _tables(tl, ctx, s: RankSummary) -> None:
     k = tl.kernels
-    is_comm_k = np.asarray(tl.kernel_class, dtype=object) == "communication" if len(k) else \
+    is_comm_k = in_labels(tl.kernel_class, ("communication",)) if len(k) else \
         np.zeros(0, bool)
     steps, st_start, st_end, pseudo = _steps(tl)
     if pseudo:
