@@ -111,3 +111,22 @@ def test_real_tl007_register_cap_vs_sql():
         assert f.impact_ns == sum(d for d, _, _ in launches) and f.occurrences == len(launches)
         assert f.metrics["registers_per_thread"].value == launches[0][2]
         assert f.metrics["theoretical_occupancy"].value == pytest.approx(launches[0][1], abs=1e-4)
+
+
+@needs_shared()
+def test_occupancy_once_per_launch_configuration():
+    """Occupancy is worked out once per distinct (device, block shape, registers, shared
+    memory) of the SQL rows, and each launch maps to its own configuration."""
+    import tracelint
+    from tracelint.timeline.occupancy import occupancy
+    path = NSYS / "nsys2023.1_memfusion-tensorrt-conv_rtx3090.sqlite"
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    (configs,) = con.execute(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT deviceId, blockX, blockY, blockZ, registersPerThread, "
+        "staticSharedMemory + dynamicSharedMemory FROM CUPTI_ACTIVITY_KIND_KERNEL)").fetchone()
+    con.close()
+    k = tracelint.load(path).kernels
+    occ = occupancy(k, None)
+    assert 1 < configs < len(k) and len(occ["threads"]) == configs
+    threads = (k["block_x"] * k["block_y"] * k["block_z"]).to_numpy()
+    assert (occ["threads"][occ["config"]] == threads).all()
