@@ -39,6 +39,31 @@ def test_overlaps_equal_brute_force():
         assert np.array_equal(ov.find(k, lo, hi), want)
 
 
+@pytest.mark.parametrize("keys", ["sorted", "one", "shuffled"])
+def test_overlaps_of_rows_in_order_equal_the_sorted_ones(keys):
+    """Rows already grouped by key and by start (one thread's API calls) are taken as they
+    are, not sorted: the same groups, rows, starts and running maxima as after the lexsort
+    (a key of one value given as a stride-0 column too)."""
+    rng = np.random.default_rng(11)
+    n = 5000
+    start = np.sort(rng.integers(0, 50_000, n))
+    key = {"sorted": np.sort(rng.integers(0, 4, n)), "one": np.broadcast_to(np.int32(3), n),
+           "shuffled": rng.integers(0, 4, n)}[keys]
+    end = start + rng.integers(0, 900, n)
+    rows = np.flatnonzero(rng.random(n) < 0.6)
+    assert gap_index.in_order(np.asarray(key)[rows], start[rows], rows) == (keys != "shuffled")
+    ov = Overlaps(key, start, end, rows)
+    order = np.lexsort((rows, start[rows], np.asarray(key)[rows]))
+    k = np.asarray(key)[rows][order]
+    assert np.array_equal(ov.rows, rows[order]) and np.array_equal(ov.start, start[rows][order])
+    first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    assert np.array_equal(ov.keys, k[first]) and np.array_equal(ov.first, first)
+    for a, b in zip(ov.first, ov.stop):
+        assert np.array_equal(ov.cummax[a:b], np.maximum.accumulate(end[ov.rows[a:b]]))
+    assert gap_index.in_order(np.array([1, 1, 2]), np.array([5, 4, 0]), np.arange(3)) is False
+    assert gap_index.in_order(np.array([1, 2, 2]), np.array([5, 4, 4]), np.array([0, 2, 1])) is False
+
+
 def test_waited_equals_the_masks():
     """GapIndex.waited against the per-gap masks it replaced (written out here)."""
     rng = np.random.default_rng(3)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .codes import compact_row_codes
+from .schema import take_rows
 
 _NONE = np.zeros(0, dtype=np.int64)
 CAUSES = ("late", "launch_call", "blocked", "event_wait", "graph", "queued", "no_launch", "unlinked")
@@ -149,6 +150,24 @@ def waited_each(p, li, t0, t1, d_stream, d_launch, a_start, a_thread, w_keys, w_
     return out | (bisect_each(s_start, a_start[li], a, b, right=True) > bisect_each(s_start, prev, a, b))
 
 
+def in_order(*keys: np.ndarray) -> bool:
+    """Whether the rows are in lexicographic order of the keys already (the first key the
+    most significant), so a stable lexsort would leave them as they are: compared pairwise
+    a key at a time, on the pairs the keys before tie."""
+    n = len(keys[0])
+    tie = np.ones(max(n - 1, 0), bool)
+    for key in keys:
+        if key.strides == (0,):                     # one value: every pair ties
+            continue
+        a, b = key[:-1], key[1:]
+        if (tie & (b < a)).any():
+            return False
+        tie &= b == a
+        if not tie.any():
+            break
+    return True
+
+
 def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sorted keys -> (distinct keys, first position, end position) of each key's run."""
     if len(keys) == 0:
@@ -168,13 +187,19 @@ class Overlaps:
     def __init__(self, key: np.ndarray | None, start: np.ndarray, end: np.ndarray,
                  rows: np.ndarray):
         rows = np.asarray(rows, dtype=np.int64)
-        k = np.zeros(len(rows), np.int64) if key is None else \
-            np.asarray(key)[rows].astype(np.int64, copy=False)
+        k = np.zeros(1, np.int64) if key is None else take_rows(np.asarray(key), rows)
+        if key is None or (k.strides == (0,) and len(k)):   # one key: stored once
+            k = np.broadcast_to(k[:1].astype(np.int64), len(rows))
+        k = k.astype(np.int64, copy=False)
         s = np.asarray(start)[rows].astype(np.int64, copy=False)
-        order = np.lexsort((rows, s, k))
-        self.rows, self.start = rows[order], s[order]
-        k = k[order]
-        del s, order
+        if in_order(k, s, rows):      # API calls of one thread, by start: nothing to sort
+            self.rows, self.start = rows, s
+        else:
+            order = np.lexsort((rows, s, k))
+            self.rows, self.start = rows[order], s[order]
+            k = k[order]
+            del order
+        del s
         self.end = np.asarray(end)[self.rows].astype(np.int64, copy=False)
         self.cummax = self.end.copy()
         self.keys, self.first, self.stop = _groups(k)
