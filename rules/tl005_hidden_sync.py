@@ -410,13 +410,6 @@ def _devices(ctx, cand: dict, thread: np.ndarray) -> np.ndarray:
     n = len(cand["row"])
     device = np.full(n, -1, dtype=np.int64)
     api = tl.api_calls
-    # api row -> device of the GPU activity it launched (copies, kernels, memsets)
-    act = tl.gpu_activity
-    api_dev = np.full(len(api), -1, dtype=np.int64)
-    la = ctx.activity_launch
-    ok = la >= 0
-    api_dev[la[ok]] = act["device"].to_numpy()[ok]
-    del ok
     rows = cand["row"]
     # sync records carry the device; join on correlation (and pid for nsys). Keys only at the
     # candidates' rows, and every temporary dropped once used: at 23 M API calls each
@@ -434,6 +427,16 @@ def _devices(ctx, cand: dict, thread: np.ndarray) -> np.ndarray:
         hit = np.where(a_corr >= 0, pd.Series(a_key).map(m).to_numpy(), np.nan)
         del a_key, a_corr
         device = np.where(np.isnan(hit), -1, np.nan_to_num(hit, nan=-1)).astype(np.int64)
+    in_use = tl.devices_in_use()
+    if len(in_use) == 1:   # every launch is on it: what a thread launched says nothing more
+        return np.where(device >= 0, device, in_use[0])
+    # api row -> device of the GPU activity it launched (copies, kernels, memsets)
+    act = tl.gpu_activity
+    api_dev = np.full(len(api), -1, dtype=np.int64)
+    la = ctx.activity_launch
+    ok = la >= 0
+    api_dev[la[ok]] = act["device"].to_numpy()[ok]
+    del ok
     device = np.where(device >= 0, device, api_dev[rows])
     # the device this thread last launched on
     has = api_dev >= 0
@@ -443,7 +446,4 @@ def _devices(ctx, cand: dict, thread: np.ndarray) -> np.ndarray:
         last = nearest_on_thread(thread[rows], cand["start"], thread[has],
                                  api["start"].to_numpy()[has], after=False)
         device = np.where(device >= 0, device, np.where(last >= 0, ld[last], -1))
-    in_use = tl.devices_in_use()
-    if len(in_use) == 1:
-        device = np.where(device >= 0, device, in_use[0])
     return device

@@ -223,3 +223,20 @@ def test_real_tl005_cloverleaf_device_syncs_vs_sql():
     assert f.occurrences == len(syncs) == 1312
     assert f.metrics["host_blocked_ns"].value == sum(e - s for s, e in syncs)
     assert f.impact_ns == idle
+
+
+def test_tl005_sync_on_the_device_its_thread_last_launched_on():
+    """With two devices in use and no sync records, a sync is placed on the device its thread
+    last launched on; with one device in use, on that device."""
+    tl = _sync_trace()
+    k = tl.kernels
+    rows = [(str(n), int(s), int(e), int(c), 7, 1) for n, s, e, c in
+            zip(k["name"], k["start"], k["end"], k["correlation"])]
+    other = (RELU, 500_000, 510_000, -1, 9, 0)            # device 0 in use, launched by no call
+    two = _timeline(devices=(0, 1), api_calls=tl.api_calls, kernels=_kernels(rows + [other]),
+                    python_frames=tl.python_frames, ranges=tl.ranges)
+    one = _timeline(devices=(1,), api_calls=tl.api_calls, kernels=_kernels(rows),
+                    python_frames=tl.python_frames, ranges=tl.ranges)
+    for t in (two, one):
+        (f,) = _run(t, "TL005")
+        assert f.where.device == 1 and f.impact_ns > 0
