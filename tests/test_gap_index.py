@@ -16,6 +16,7 @@ from conftest import ALL_TRACES, needs_shared
 import tracelint
 from tracelint.engine.context import Context
 from tracelint.timeline import gap_index, gaps
+from tracelint.timeline.codes import in_order
 from tracelint.timeline.gap_index import CAUSES, GapIndex, Overlaps
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -51,7 +52,7 @@ def test_overlaps_of_rows_in_order_equal_the_sorted_ones(keys):
            "shuffled": rng.integers(0, 4, n)}[keys]
     end = start + rng.integers(0, 900, n)
     rows = np.flatnonzero(rng.random(n) < 0.6)
-    assert gap_index.in_order(np.asarray(key)[rows], start[rows], rows) == (keys != "shuffled")
+    assert in_order(np.asarray(key)[rows], start[rows], rows) == (keys != "shuffled")
     ov = Overlaps(key, start, end, rows)
     order = np.lexsort((rows, start[rows], np.asarray(key)[rows]))
     k = np.asarray(key)[rows][order]
@@ -60,8 +61,8 @@ def test_overlaps_of_rows_in_order_equal_the_sorted_ones(keys):
     assert np.array_equal(ov.keys, k[first]) and np.array_equal(ov.first, first)
     for a, b in zip(ov.first, ov.stop):
         assert np.array_equal(ov.cummax[a:b], np.maximum.accumulate(end[ov.rows[a:b]]))
-    assert gap_index.in_order(np.array([1, 1, 2]), np.array([5, 4, 0]), np.arange(3)) is False
-    assert gap_index.in_order(np.array([1, 2, 2]), np.array([5, 4, 4]), np.array([0, 2, 1])) is False
+    assert in_order(np.array([1, 1, 2]), np.array([5, 4, 0]), np.arange(3)) is False
+    assert in_order(np.array([1, 2, 2]), np.array([5, 4, 4]), np.array([0, 2, 1])) is False
 
 
 def test_waited_equals_the_masks():

@@ -115,3 +115,24 @@ def test_overlaps_any_is_a_positive_overlap(seed):
         qs = rng.integers(-5, 210, n)
         qe = qs + rng.integers(-3, 15, n)
         assert overlaps_any(qs, qe, bs, be).tolist() == (overlap_each(qs, qe, bs, be) > 0).tolist()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_nearest_on_thread_equals_the_scan(threads, seed):
+    """The first item on the query's thread at or after its time (or the last at or before),
+    as a scan finds it: items of one thread by time (taken as they are, unsorted), and of
+    several threads interleaved (sorted first)."""
+    from tracelint.timeline.host_scope import nearest_on_thread
+    rng = np.random.default_rng(seed)
+    n, m = 400, 300
+    lthr = rng.integers(0, threads, n)
+    lt = np.sort(rng.integers(0, 5_000, n))          # by time; interleaved threads: unsorted keys
+    cthr, ct = rng.integers(0, threads, m), rng.integers(-100, 5_100, m)
+    for after in (True, False):
+        got = nearest_on_thread(cthr, ct, lthr, lt, after)
+        for q in range(m):
+            on = [i for i in range(n) if lthr[i] == cthr[q] and (lt[i] >= ct[q] if after else lt[i] <= ct[q])]
+            # ties on time: the first such item in the sorted order (stable), else the last
+            want = (min(on, key=lambda i: (lt[i], i)) if after else max(on, key=lambda i: (lt[i], i))) if on else -1
+            assert got[q] == want

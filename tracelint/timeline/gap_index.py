@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .codes import compact_row_codes
+from .codes import compact_row_codes, in_order
 from .schema import take_rows
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -148,24 +148,6 @@ def waited_each(p, li, t0, t1, d_stream, d_launch, a_start, a_thread, w_keys, w_
     prev[has] = a_start[d_launch[linked[k[has]]]]
     a, b = _spans(s_keys, s_first, s_stop, a_thread[li])
     return out | (bisect_each(s_start, a_start[li], a, b, right=True) > bisect_each(s_start, prev, a, b))
-
-
-def in_order(*keys: np.ndarray) -> bool:
-    """Whether the rows are in lexicographic order of the keys already (the first key the
-    most significant), so a stable lexsort would leave them as they are: compared pairwise
-    a key at a time, on the pairs the keys before tie."""
-    n = len(keys[0])
-    tie = np.ones(max(n - 1, 0), bool)
-    for key in keys:
-        if key.strides == (0,):                     # one value: every pair ties
-            continue
-        a, b = key[:-1], key[1:]
-        if (tie & (b < a)).any():
-            return False
-        tie &= b == a
-        if not tie.any():
-            break
-    return True
 
 
 def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

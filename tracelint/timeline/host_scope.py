@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import classify
-from .codes import distinct_labels, row_codes, thread_codes
+from .codes import distinct_labels, in_order, row_codes, thread_codes
 from .name_groups import per_category
 
 
@@ -146,13 +146,14 @@ def nearest_on_thread(cthr, ct, lthr, lt, after: bool) -> np.ndarray:
     t0 = int(min(lt.min(), ct.min()))
     span = np.int64(int(max(lt.max(), ct.max())) - t0 + 2)
     lk = lthr * span + (lt - t0)
-    order = np.argsort(lk, kind="stable")
-    lk = lk[order]
+    order = None if in_order(lk) else np.argsort(lk, kind="stable")   # one thread's, by time
+    if order is not None:
+        lk = lk[order]
     pos = np.searchsorted(lk, cthr * span + (ct - t0), side="left" if after else "right")
     pos -= not after
     pc = np.clip(pos, 0, len(lk) - 1)
     ok = (pos >= 0) & (pos < len(lk)) & (lk[pc] // span == cthr)
-    return np.where(ok, order[pc], -1)
+    return np.where(ok, pc if order is None else order[pc], -1)
 
 
 def host_context(tl, t: np.ndarray, pid: np.ndarray, tid: np.ndarray
