@@ -61,6 +61,9 @@ def test_overlaps_of_rows_in_order_equal_the_sorted_ones(keys):
     assert np.array_equal(ov.keys, k[first]) and np.array_equal(ov.first, first)
     for a, b in zip(ov.first, ov.stop):
         assert np.array_equal(ov.cummax[a:b], np.maximum.accumulate(end[ov.rows[a:b]]))
+    if keys == "one":      # one key: the same arrays as one group (key None), shared
+        for a, b in zip(ov.one_group().arrays(), Overlaps(None, start, end, rows).arrays()):
+            assert np.array_equal(a, b)
     assert in_order(np.array([1, 1, 2]), np.array([5, 4, 0]), np.arange(3)) is False
     assert in_order(np.array([1, 2, 2]), np.array([5, 4, 4]), np.array([0, 2, 1])) is False
 

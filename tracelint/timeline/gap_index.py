@@ -189,6 +189,15 @@ class Overlaps:
         for a, b in zip(self.first.tolist(), self.stop.tolist()):
             self.cummax[a:b] = np.maximum.accumulate(self.cummax[a:b])
 
+    def one_group(self) -> "Overlaps":
+        """These rows as one group (key None), sharing their arrays: rows of one key are in
+        the order one group sorts them in (by start, then row)."""
+        assert len(self.keys) <= 1
+        g = object.__new__(Overlaps)
+        g.__dict__.update(self.__dict__)
+        g.keys = np.zeros(len(self.keys), np.int64)
+        return g
+
     def arrays(self) -> tuple[np.ndarray, ...]:
         return self.keys, self.first, self.stop, self.rows, self.start, self.end, self.cummax
 
@@ -210,12 +219,15 @@ class GapIndex:
         self.thread = compact_row_codes(a_pid, a_tid) if len(a_pid) else _NONE
         blocking = np.flatnonzero(block_mask)
         self.blocking = Overlaps(self.thread, a_start, a_end, blocking)
-        self.any_blocking = Overlaps(None, a_start, a_end, blocking)
+        self.any_blocking = self.blocking.one_group() if len(self.blocking.keys) <= 1 else \
+            Overlaps(None, a_start, a_end, blocking)
         self.d_stream, self.d_launch = np.asarray(d_stream, np.int64), np.asarray(d_launch, np.int64)
         self.a_start = np.asarray(a_start, np.int64)
         linked = np.flatnonzero(self.d_launch >= 0)      # activity with a known launch, by stream
-        order = np.lexsort((linked, self.d_stream[linked]))
-        self.linked = linked[order]
+        stream = take_rows(self.d_stream, linked)
+        self.linked = linked if in_order(stream, linked) else \
+            linked[np.lexsort((linked, stream))]
+        del stream
         self.l_groups = _groups(self.d_stream[self.linked])
         waits = np.asarray(waits, dtype=np.int64)         # stream-wait calls, by thread and start
         order = np.lexsort((waits, self.a_start[waits], self.thread[waits])) if len(waits) else waits
