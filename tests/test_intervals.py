@@ -136,3 +136,24 @@ def test_nearest_on_thread_equals_the_scan(threads, seed):
             # ties on time: the first such item in the sorted order (stable), else the last
             want = (min(on, key=lambda i: (lt[i], i)) if after else max(on, key=lambda i: (lt[i], i))) if on else -1
             assert got[q] == want
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_merge_equals_the_union_by_a_scan(ordered):
+    """The union of intervals as a scan over each ns builds it, whether the starts come in
+    order (taken as they are) or not (sorted first); touching intervals merge."""
+    from tracelint.timeline.intervals import merge
+    rng = np.random.default_rng(3)
+    start = rng.integers(0, 2_000, 300)
+    start = np.sort(start) if ordered else start
+    end = start + rng.integers(-5, 60, 300)          # empty and inverted ones too
+    covered = np.zeros(2_100, bool)
+    for s, e in zip(start, end):
+        covered[s:max(e, s)] = True
+    s, e = merge(start, end)
+    edges = np.flatnonzero(np.diff(np.r_[0, covered.astype(np.int8), 0]))
+    want_s, want_e = edges[0::2], edges[1::2]
+    zero = sorted(set(start[end <= start]) - set(np.flatnonzero(covered)))   # lone points
+    got = [(a, b) for a, b in zip(s, e) if b > a]
+    assert got == list(zip(want_s, want_e))
+    assert all(any(a <= z <= b for a, b in zip(s, e)) for z in zero)

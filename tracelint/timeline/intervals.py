@@ -10,8 +10,11 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     end = np.asarray(end, dtype=np.int64)
     if len(start) == 0:
         return start.copy(), end.copy()
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], np.maximum(end[order], start[order])
+    if (start[1:] < start[:-1]).any():
+        order = np.argsort(start, kind="stable")
+        s, e = start[order], np.maximum(end[order], start[order])
+    else:            # in start order already (a device's activity): no sort, no copies
+        s, e = start, np.maximum(end, start)
     running_end = np.maximum.accumulate(e)
     new_block = np.r_[True, s[1:] > running_end[:-1]]
     idx = np.flatnonzero(new_block)
