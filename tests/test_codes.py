@@ -40,15 +40,18 @@ def test_row_codes_packed_into_one_key_equal_unique_axis0(base):
     rng = np.random.default_rng(7)
     cols = [base - 1 + rng.integers(0, 50, 20_000, dtype=np.int64) for _ in range(3)]
     from tracelint.timeline.codes import _packed
-    assert _packed(cols) is not None
+
+    def bounds(cs):
+        return [(int(c.min()), int(c.max())) for c in cs]
+    assert _packed(cols, bounds(cols)) is not None
     mat = np.stack(cols, axis=1)
     uniq, inv = np.unique(mat, axis=0, return_inverse=True)
     codes, first = row_codes(*cols)
     assert np.array_equal(codes, inv.reshape(-1)) and np.array_equal(mat[first], uniq)
     wide = [np.array([0, 2**31 - 1, 5]), np.array([2**31, 0, 7])]     # spans 2**31 x (2**31 + 1)
-    assert _packed(wide) is None
+    assert _packed(wide, bounds(wide)) is None
     edge = [np.array([0, 2**31 - 1, 5]), np.array([2**31 - 1, 0, 7])]  # exactly 2**62
-    assert _packed(edge) is not None
+    assert _packed(edge, bounds(edge)) is not None
     for pair in (wide, edge):
         uniq, inv = np.unique(np.stack(pair, axis=1), axis=0, return_inverse=True)
         assert np.array_equal(row_codes(*pair)[0], inv.reshape(-1))
@@ -65,8 +68,12 @@ def test_row_codes_of_shared_constant_columns(where):
     shared[where] = np.broadcast_to(np.int64(9), (1000,))
     want, got = row_codes(*cols), row_codes(*shared)
     assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
-    everything = row_codes(*[np.broadcast_to(np.int64(v), (1000,)) for v in (1, 2)])
-    assert np.array_equal(everything[0], np.zeros(1000)) and everything[1].tolist() == [0]
+    mat = np.stack(cols, axis=1)           # a column equal throughout is skipped too
+    uniq, inv = np.unique(mat, axis=0, return_inverse=True)
+    assert np.array_equal(want[0], inv.reshape(-1)) and np.array_equal(mat[want[1]], uniq)
+    for make in (lambda v: np.broadcast_to(np.int64(v), (1000,)), lambda v: np.full(1000, v)):
+        everything = row_codes(*[make(v) for v in (1, 2)])
+        assert np.array_equal(everything[0], np.zeros(1000)) and everything[1].tolist() == [0]
 
 
 @pytest.mark.parametrize("threads", [1, 3, 500])

@@ -21,10 +21,16 @@ def row_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order (as np.unique(axis=0, return_inverse=True)), first[c] the first row holding code c."""
     n = len(columns[0]) if columns else 0
     key = np.zeros(n, dtype=np.int64)
-    # a column of one value (a shared column) distinguishes nothing
+    # a column of one value (stored once, or equal throughout) distinguishes nothing
     cols = [c for c in (np.asarray(col, dtype=np.int64) for col in columns)
             if n and not (n > 1 and c.strides == (0,))]
-    packed = _packed(cols)
+    bounds = [(int(c.min()), int(c.max())) for c in cols]
+    varies = [lo < hi for lo, hi in bounds]
+    cols = [c for c, v in zip(cols, varies) if v]
+    bounds = [b for b, v in zip(bounds, varies) if v]
+    if not cols:             # one value in every column: one code, first held by row 0
+        return key, np.zeros(1 if n else 0, np.int64)
+    packed = _packed(cols, bounds)
     if packed is not None:
         key = pd.factorize(packed, sort=True)[0].astype(np.int64, copy=False)
         cols = []
@@ -59,14 +65,13 @@ def in_order(*keys: np.ndarray) -> bool:
     return True
 
 
-def _packed(cols: list[np.ndarray]) -> np.ndarray | None:
+def _packed(cols: list[np.ndarray], bounds: list[tuple[int, int]]) -> np.ndarray | None:
     """The columns as one int64 key in the same lexicographic order, each an offset from its
     minimum times the spans of the columns after it, when the product of the spans fits 62
     bits (threads' pids and tids do): one factorisation instead of one per column and one per
     fold (1 M host rows: 22 -> 12 ms). None otherwise, or for fewer than two columns."""
     if len(cols) < 2:
         return None
-    bounds = [(int(c.min()), int(c.max())) for c in cols]
     total = 1
     for lo, hi in bounds:
         total *= hi - lo + 1
@@ -83,6 +88,8 @@ def compact_row_codes(*columns: np.ndarray) -> np.ndarray:
     """row_codes' codes as int32, and stored once (a read-only stride-0 view) when every row
     holds the same values: for a code per row kept through a whole rule, such as the thread of
     every API call (23 M calls: 184 MB as int64; nothing for a trace of one thread)."""
+    if columns and len(columns[0]) > 1 and all(np.asarray(c).strides == (0,) for c in columns):
+        return np.broadcast_to(np.int32(0), len(columns[0]))     # one thread: nothing to code
     codes, first = row_codes(*columns)
     return shared_if_constant(codes.astype(np.int32) if len(first) < 2**31 else codes)
 
