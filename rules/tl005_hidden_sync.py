@@ -11,7 +11,8 @@ from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.engine.runtime_advice import hidden_sync_fix, jax_hidden_sync_fix
 from tracelint.timeline import classify, intervals
-from tracelint.timeline.codes import compact_row_codes, distinct_labels, mode_label, row_codes
+from tracelint.timeline.codes import (compact_row_codes, distinct_labels, mode_label, row_codes,
+                                      stable_order)
 from tracelint.timeline.codes import thread_codes as _thread_codes
 from tracelint.timeline.host_scope import host_context, nearest_on_thread
 from tracelint.timeline.row_subset import RowSubset
@@ -295,7 +296,7 @@ def _call_sites(cand: dict, min_count: int):
     """Rows of each call site (API, op, file, line, NVTX path, kind) with at least min_count
     calls, ascending; sites in the order of their first call (a groupby without sorting)."""
     key, first = row_codes(*(cand[k] for k in ("api", "op", "file", "line", "path", "kind")))
-    by = np.argsort(key, kind="stable")
+    by = stable_order(key)
     bounds = np.searchsorted(key[by], np.arange(len(first) + 1))
     for k in np.argsort(first, kind="stable"):
         if bounds[k + 1] - bounds[k] >= min_count:

@@ -138,3 +138,14 @@ def test_coded_text_reads_as_the_object_array_of_its_labels():
     labels = [str(x) for x in got.labels]
     assert len(labels) == len(set(labels))                 # one code per distinct label
     assert int(np.asarray(pd.isna(got[np.arange(len(want))])).sum()) == int((col.take(rows).isna()).sum())
+
+
+@pytest.mark.parametrize("hi", [3, 300, 70_000])
+@pytest.mark.parametrize("lo", [0, -2])
+def test_stable_order_equals_a_stable_argsort(lo, hi):
+    """Codes sorted at a narrower width (8 or 16 bits, where they fit and none is negative)
+    give the very order a stable argsort of the int64 codes gives, ties in row order."""
+    from tracelint.timeline.codes import stable_order
+    codes = np.random.default_rng(hi).integers(lo, hi, 50_000).astype(np.int64)
+    assert np.array_equal(stable_order(codes), np.argsort(codes, kind="stable"))
+    assert np.array_equal(stable_order(codes.astype(np.int32)), np.argsort(codes, kind="stable"))

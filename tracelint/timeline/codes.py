@@ -47,6 +47,17 @@ def row_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return key, first
 
 
+def stable_order(codes: np.ndarray) -> np.ndarray:
+    """np.argsort(codes, kind="stable") for integer codes, sorted at the narrowest unsigned
+    width they fit when they are small and not negative: numpy radix-sorts 8- and 16-bit
+    integers (13 M codes of six values: 0.56 s as int32, 0.10 s as uint8)."""
+    if len(codes) and codes.dtype.itemsize > 2:
+        lo, hi = int(codes.min()), int(codes.max())
+        if lo >= 0 and hi < 1 << 16:
+            codes = codes.astype(np.uint8 if hi < 1 << 8 else np.uint16)
+    return np.argsort(codes, kind="stable")
+
+
 def in_order(*keys: np.ndarray) -> bool:
     """Whether the rows are in lexicographic order of the keys already (the first key the
     most significant), so a stable lexsort would leave them as they are: compared pairwise

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..timeline import classify
-from ..timeline.codes import row_codes
+from ..timeline.codes import row_codes, stable_order
 from ..timeline.model import Timeline
 from .indexes import index_dtype
 
@@ -92,7 +92,7 @@ def _median_by_code(codes: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, 
     temporaries (at 23 M calls they made the build's peak). A missing name (code -1) has no
     median (NaN), as the groupby drops it."""
     codes = codes.astype(np.int32) + 1
-    order = np.argsort(codes, kind="stable")
+    order = stable_order(codes)
     bounds = np.searchsorted(codes[order], np.arange(int(codes.max()) + 2 if len(codes) else 1))
     med = np.array([np.median(values[order[a:b]]) if b > a and k > 0 else np.nan
                     for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))])
@@ -143,7 +143,7 @@ def _by_stream(dev: np.ndarray, stream: np.ndarray):
     """Rows of each (device, stream), ascending, streams in the order of their "device:stream"
     text (as a groupby on that text key gives it) without building a string per row."""
     codes = row_codes(dev, stream)[0]       # a shared (one-value) column costs nothing
-    by = np.argsort(codes, kind="stable")
+    by = stable_order(codes)
     bounds = np.searchsorted(codes[by], np.arange(int(codes.max()) + 2 if len(codes) else 1))
     labels = [f"{int(dev[f])}:{int(stream[f])}" for f in by[bounds[:-1]]]
     for c in sorted(range(len(labels)), key=labels.__getitem__):
