@@ -10,7 +10,7 @@ from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.engine.runtime_advice import first_call_libraries, launch_gap_fix, past_warmup
 from tracelint.timeline import classify, gaps, hostidle, intervals
-from tracelint.timeline.codes import mode_label
+from tracelint.timeline.codes import largest_first, mode_label
 
 
 
@@ -164,7 +164,7 @@ class LaunchGap(Rule):
         att = gaps.attribute(ctx, device, gs, ge, block)
         by_cause = {c: int(att[c].sum()) for c in gaps.CAUSES}
         cause = max(by_cause, key=lambda c: by_cause[c])
-        order = np.argsort(-glen, kind="stable")[: opt.top]
+        order = largest_first(glen, opt.top)
         i0 = int(order[0])
         li, p = int(att["launch"].iat[i0]), int(att["next_pos"].iat[i0])
         where = ctx.where_for_api(li) if li >= 0 else Where(rank=tl.meta.rank)

@@ -9,6 +9,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify, intervals
+from tracelint.timeline.codes import largest_first
 from tracelint.whatif.edits import Fuse, Ops
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ class SmallOpStorm(Rule):
 
         # The worst storm: most GPU idle inside it.
         idle_each = (run_e - run_s) - ctx.busy_in(d, run_s, run_e)
-        rank = np.argsort(-idle_each, kind="stable")[: opt.top]
+        rank = largest_first(idle_each, opt.top)
         w0 = int(rank[0])
         row0 = int(order[first[w0]])
         lrow = int(launch[row0])

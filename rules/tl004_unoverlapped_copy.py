@@ -10,6 +10,7 @@ from tracelint.engine.finding import Evidence, Layer, Measure, Severity, Where
 from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.engine.runtime_advice import JAX_COPY_FIX
 from tracelint.timeline import classify, intervals
+from tracelint.timeline.codes import largest_first
 from tracelint.whatif.edits import AsyncCopies, Ops
 from tracelint.whatif.pinned import at_link_rate, link_peak, pageable_caveat
 
@@ -143,7 +144,7 @@ class UnoverlappedCopy(Rule):
         pg, ss = pageable[rows], same_stream[rows]
         known = nbytes >= 0
         copy_time = int(dur.sum())
-        order = np.argsort(-un, kind="stable")[: opt.top]
+        order = largest_first(un, opt.top)
         i0 = int(rows[order[0]])
         lrow = int(ctx.launch_index("copies")[i0])
         where = ctx.where_for_api(lrow) if lrow >= 0 else Where(rank=tl.meta.rank)

@@ -11,8 +11,8 @@ from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.engine.runtime_advice import hidden_sync_fix, jax_hidden_sync_fix
 from tracelint.timeline import classify, intervals
-from tracelint.timeline.codes import (compact_row_codes, distinct_labels, mode_label, row_codes,
-                                      stable_order)
+from tracelint.timeline.codes import (compact_row_codes, distinct_labels, largest_first,
+                                      mode_label, row_codes, stable_order)
 from tracelint.timeline.codes import thread_codes as _thread_codes
 from tracelint.timeline.host_scope import host_context, nearest_on_thread
 from tracelint.timeline.row_subset import RowSubset
@@ -182,7 +182,7 @@ def _site_figures(g: RowSubset, top: int) -> dict:
     freed before the next is taken (a site of 10 M calls: 80 MB per column)."""
     idle = g.take("idle")
     fig = {"rep": int(idle.argmax()), "largest_idle": idle.max(), "with_idle": int((idle > 0).sum()),
-           "median_idle": float(np.median(idle)), "top": np.argsort(-idle, kind="stable")[:top]}
+           "median_idle": float(np.median(idle)), "top": largest_first(idle, top)}
     del idle
     host_ns = g.take("end") - g.take("start")
     fig["blocked"], fig["median_call"] = int(host_ns.sum()), float(np.median(host_ns))

@@ -9,6 +9,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, option
 from tracelint.timeline import classify
+from tracelint.timeline.codes import largest_first
 from tracelint.timeline.occupancy import occupancy
 
 
@@ -147,7 +148,7 @@ class RegisterSpill(Rule):
             message=f"`{name}` {what}; it takes {share:.1%} of kernel time ({flagged_ns / 1e6:.2f} ms)",
             impact_ns=flagged_ns, where=where, occurrences=n,
             windows=[(int(k["start"].iat[i]), int(k["end"].iat[i]))
-                     for i in rows[np.argsort(-dur[rows], kind="stable")[:5]]],
+                     for i in rows[largest_first(dur[rows], 5)]],
             evidence={Layer.SYSTEM: system, Layer.KERNEL: kernel, Layer.MICROARCH: micro},
             metrics={"kernel_time_ns": Measure(flagged_ns, "ns"),
                      "theoretical_occupancy": Measure(round(theo, 4), "ratio"),

@@ -9,6 +9,7 @@ import pandas as pd
 from tracelint.engine.finding import Evidence, Layer, Measure, Severity
 from tracelint.engine.rule import Rule, duration_text, option
 from tracelint.timeline import classify, intervals
+from tracelint.timeline.codes import largest_first
 from tracelint.timeline.collectives import kernel_collectives, next_compute_after
 from tracelint.whatif.edits import Ops, Overlap
 
@@ -134,7 +135,7 @@ class ExposedCommunication(Rule):
             largest_exposed_ns=Measure(int(exposed[i0]), "ns"),
             instances_fully_exposed=Measure(int((overlap == 0).sum()), "count"))
         micro = ctx.microarch(device, where.start_ns, where.end_ns, kernels=[name])
-        order = np.argsort(-exposed, kind="stable")[: opt.top]
+        order = largest_first(exposed, opt.top)
         return self.finding(
             ctx,
             message=(f"{coll} on GPU {device} is exposed for {exp_ns / 1e6:.2f} ms ({share:.1%} of the "

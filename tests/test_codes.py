@@ -149,3 +149,14 @@ def test_stable_order_equals_a_stable_argsort(lo, hi):
     codes = np.random.default_rng(hi).integers(lo, hi, 50_000).astype(np.int64)
     assert np.array_equal(stable_order(codes), np.argsort(codes, kind="stable"))
     assert np.array_equal(stable_order(codes.astype(np.int32)), np.argsort(codes, kind="stable"))
+
+
+@pytest.mark.parametrize("k", [0, 1, 5, 49_999, 50_000, 60_000])
+@pytest.mark.parametrize("values", ["ints", "ties", "floats"])
+def test_largest_first_equals_the_full_stable_sort(k, values):
+    """The k largest, ties in row order, as the first k of a stable sort of all of them."""
+    from tracelint.timeline.codes import largest_first
+    rng = np.random.default_rng(k)
+    v = {"ints": rng.integers(-10**9, 10**9, 50_000), "ties": rng.integers(0, 7, 50_000),
+         "floats": rng.random(50_000)}[values]
+    assert np.array_equal(largest_first(v, k), np.argsort(-v, kind="stable")[:k])
