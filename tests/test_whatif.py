@@ -541,3 +541,20 @@ def test_thread_bounds_as_a_groupby_of_the_host_tables():
             "end": np.array([20, 9, 40, 3]), "name": pd.Categorical(["a"] * 4)}, 4)
         got, want = _thread_bounds(tl), _thread_bounds_by_groupby(tl)
         assert got.to_dict("list") == want.to_dict("list") and len(got) == threads
+
+
+@pytest.mark.parametrize("threads", [1, 4, 300])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_host_items_order_equals_the_four_key_lexsort(threads, seed):
+    """The host items' order (by thread, start, kind, longest first, ties in row order) equals
+    np.lexsort of the four keys: calls by start with markers appended, many equal starts,
+    equal ends too, few threads and many."""
+    from tracelint.whatif.graph import by_thread_then_start
+    rng = np.random.default_rng(seed)
+    n, m = 20_000, 300
+    start = np.r_[np.sort(rng.integers(0, 3_000, n)), rng.integers(0, 3_000, m)]   # markers last
+    end = start + rng.integers(0, 4, n + m)
+    kind = np.r_[np.ones(n, np.int8), rng.choice(np.array([0, 2, 3], np.int8), m)]
+    thread = rng.integers(0, threads, n + m).astype(np.int32)
+    want = np.lexsort((-end, kind, start, thread))
+    assert np.array_equal(by_thread_then_start(thread, start, lambda: kind, lambda: end), want)

@@ -26,7 +26,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ..timeline.codes import row_codes
+from ..timeline.codes import row_codes, stable_order
 from ..timeline.model import Timeline
 from ..timeline.schema import share_constant_columns, shared_if_constant
 from .blocking import blocking_calls
@@ -238,8 +238,8 @@ def _host_items(tl: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     thread = renumber[codes]
     del codes
     # parents before children at equal starts (longer first); markers before calls at a start
-    # (np.lexsort is stable: the same order as a stable sort_values on these keys)
-    order = np.lexsort((-column("end"), column("order"), column("start"), thread))
+    order = by_thread_then_start(thread, column("start"), lambda: column("order"),
+                                 lambda: column("end"))
     cols = {"thread": thread[order]}
     del thread
     for c in parts[0]:
@@ -250,6 +250,25 @@ def _host_items(tl: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     cols["name"] = pd.Categorical.from_codes(cols["name"], dtype=names.dtype)
     cols["role"] = pd.Categorical.from_codes(cols["role"], dtype=roles.dtype)
     return share_constant_columns(pd.DataFrame(cols, copy=False)), threads
+
+
+def by_thread_then_start(thread: np.ndarray, start: np.ndarray, kind, end) -> np.ndarray:
+    """np.lexsort((-end, kind, start, thread)): the host items by thread, start, kind, longest
+    first, ties in row order. Sorted by start alone first (the calls come by start: one long
+    run), the rare rows of equal starts then by kind and end among themselves, and the whole
+    by thread codes at 8 or 16 bits (stable_order): 23 M items took 1.7-2.2 s as a four-key
+    lexsort. kind and end: functions giving the columns, made only when starts tie."""
+    order = np.argsort(start, kind="stable")
+    s = start[order]
+    tied = np.flatnonzero(s[1:] == s[:-1])
+    del s
+    if len(tied):
+        at = np.union1d(tied, tied + 1)              # positions in runs of equal starts
+        rows = order[at]
+        k, e = kind(), end()
+        order[at] = rows[np.lexsort((-e[rows], k[rows], start[rows]))]
+        del k, e
+    return order[stable_order(thread[order])]
 
 
 def _chain(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
