@@ -213,6 +213,24 @@ def test_other_threads_busy_in_the_windows(tmp_path):
     assert other[2].headline(recorded=True) == f"CPU ops `aten::pin_memory` (0.60 ms, {0.6e6 / sum(e - s for s, e in win):.0%})"
 
 
+def test_other_threads_of_a_one_thread_table():
+    """API calls of one thread (pid and tid stored once): asked for the launching thread, no
+    other thread; asked for another, that one thread with the ns its merged calls cover in
+    the windows."""
+    from tracelint.timeline.model import Timeline
+    from tracelint.timeline.schema import make_table, share_constant_columns
+    starts = np.arange(0, 1_000_000, 10_000)
+    api = share_constant_columns(make_table("api_calls", {"pid": [7] * 100, "tid": [9] * 100, "start": starts,
+                                   "end": starts + 4_000, "name": ["cudaLaunchKernel"] * 100,
+                                   "correlation": np.arange(100), "api": ["runtime"] * 100}))
+    assert api["pid"].to_numpy().strides == api["tid"].to_numpy().strides == (0,)
+    ctx = Context(Timeline(api_calls=api))
+    ws, we = [100_000, 500_000], [200_000, 503_000]
+    assert hostidle.other_threads(ctx, (7, 9), ws, we) == []
+    (other,) = hostidle.other_threads(ctx, (7, 8), ws, we)
+    assert other[0] == (7, 9) and other[1] == 10 * 4_000 + 3_000
+
+
 DATA = Path(__file__).parent / "data"
 
 

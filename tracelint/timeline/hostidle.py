@@ -256,14 +256,22 @@ def other_threads(ctx, thread: tuple[int, int] | None, starts, ends, top: int = 
     parts = []
     for t in ("api_calls", "ranges", "python_frames"):     # their rows within the windows' span
         df = tl.table(t)
-        if len(df):
-            on = (df["end"].to_numpy() > ws[0]) & (df["start"].to_numpy() < we[-1])
-            parts.append(df.loc[on, ["pid", "tid", "start", "end"]])
+        if not len(df):
+            continue
+        pid, tid = df["pid"].to_numpy(), df["tid"].to_numpy()
+        if thread is not None and pid.strides == tid.strides == (0,) and \
+                (int(pid[0]), int(tid[0])) == tuple(thread):
+            continue          # one thread, the launching one: a frame of its 23 M calls was 0.7 GB
+        on = (df["end"].to_numpy() > ws[0]) & (df["start"].to_numpy() < we[-1])
+        if thread is not None:
+            on &= ~((pid == thread[0]) & (tid == thread[1]))
+        rows = np.flatnonzero(on)
+        parts.append(pd.DataFrame({"pid": pid[rows], "tid": tid[rows],
+                                   "start": df["start"].to_numpy()[rows],
+                                   "end": df["end"].to_numpy()[rows]}))
     if not parts:
         return []
     allr = pd.concat(parts, ignore_index=True)
-    if thread is not None:
-        allr = allr[~((allr["pid"] == thread[0]) & (allr["tid"] == thread[1]))]
     out = []
     for (pid, tid), g in allr.groupby(["pid", "tid"], sort=True):   # loop over threads (few)
         ms, me = intervals.merge(g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64))
