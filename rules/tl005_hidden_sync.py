@@ -16,7 +16,7 @@ from tracelint.timeline.codes import (compact_row_codes, distinct_labels, larges
 from tracelint.timeline.codes import thread_codes as _thread_codes
 from tracelint.timeline.host_scope import host_context, nearest_on_thread
 from tracelint.timeline.row_subset import RowSubset
-from tracelint.timeline.schema import take_rows
+from tracelint.timeline.schema import rows_where, take_rows
 from tracelint.whatif.edits import RemoveSync
 
 
@@ -354,7 +354,7 @@ def _attach_idle(ctx, cand: dict, names: dict, thread: np.ndarray) -> None:
     for dev in np.unique(device):  # loop over devices
         if dev < 0:
             continue
-        on, sel = _rows(device == dev), _rows(act["device"].to_numpy() == dev)
+        on, sel = rows_where(device == dev), rows_where(act["device"].to_numpy() == dev)
         a_s, a_e = act["start"].to_numpy()[sel], act["end"].to_numpy()[sel]
         a_c = codes[sel]
         bs, be = tl.busy_intervals(int(dev))       # made once per device for every rule
@@ -397,11 +397,6 @@ def _attach_idle(ctx, cand: dict, names: dict, thread: np.ndarray) -> None:
     cand["idle"] = np.maximum(idle, 0)
     cand["win_start"], cand["win_end"] = win_s, win_e
     cand["waited"], cand["next"] = waited, nxt_name
-
-
-def _rows(mask: np.ndarray):
-    """Where mask holds: every row as a slice (one device: views of the columns, not copies)."""
-    return slice(None) if mask.all() else np.flatnonzero(mask)
 
 
 def _devices(ctx, cand: dict, thread: np.ndarray) -> np.ndarray:

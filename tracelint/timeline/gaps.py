@@ -24,6 +24,7 @@ import pandas as pd
 
 from . import classify, intervals
 from .gap_index import CAUSES, GapIndex
+from .schema import rows_where
 
 
 def blocking_rows(ctx) -> np.ndarray:
@@ -85,7 +86,7 @@ def attribute(ctx, device: int, gs: np.ndarray, ge: np.ndarray, block_mask: np.n
     activity frame (-1: none), its launch row (-1: none) and the longest blocking call's name."""
     tl = ctx.tl
     act = tl.gpu_activity
-    on = _rows(act["device"].to_numpy() == device)
+    on = rows_where(act["device"].to_numpy() == device)
     d_start, d_stream = act["start"].to_numpy()[on], act["stream"].to_numpy()[on]
     d_launch = ctx.activity_launch[on]
     api = tl.api_calls
@@ -105,12 +106,6 @@ def attribute(ctx, device: int, gs: np.ndarray, ge: np.ndarray, block_mask: np.n
     label[some] = np.asarray(names.codes)[blocker[some]]      # no copy of the codes column
     df["blocker"] = labels[label]
     return df
-
-
-def _rows(mask: np.ndarray):
-    """Where mask holds: all of a device's activity (one device in use) as a slice, so its
-    columns are views, not copies (10 M kernels: 80 MB a column; a stride-0 one stays so)."""
-    return slice(None) if mask.all() else mask
 
 
 def _stream_wait_rows(tl) -> np.ndarray:
